@@ -1,0 +1,38 @@
+"""cl-plugins: pluggable temperature strategies for contrastive learning.
+
+Example::
+
+    import cl_plugins as clp
+    loss_fn = clp.build_loss("macl", tau0=0.1, alpha=0.5, a0=0.0)
+    loss = loss_fn(z1, z2)                                   # two views [N, D]
+    loss = loss_fn.from_similarity(sim, pos_mask, neg_mask)  # any pair layout
+    loss_fn.stats                                            # tau, alignment, W, ...
+"""
+
+from . import losses
+from .base import ContrastiveLoss
+from .distributed import gather_with_grad, is_distributed
+from .layouts import LAYOUTS, PairBlock, build_blocks
+from .losses import *  # noqa: F403
+from .optim import param_groups
+from .queue import FeatureQueue
+from .registry import available_losses, build_loss, get_loss_class, register_loss
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "LAYOUTS",
+    "ContrastiveLoss",
+    "FeatureQueue",
+    "PairBlock",
+    "available_losses",
+    "build_blocks",
+    "build_loss",
+    "gather_with_grad",
+    "get_loss_class",
+    "is_distributed",
+    "losses",
+    "param_groups",
+    "register_loss",
+    *losses.__all__,
+]

@@ -1,0 +1,230 @@
+"""The base class every temperature strategy derives from.
+
+A strategy only says how a cosine similarity becomes a logit (:meth:`ContrastiveLoss.logits`)
+and, optionally, how the per-pair loss is formed from the logits
+(:meth:`ContrastiveLoss.pair_loss`). Layouts, distributed gathering, masking, validation,
+reductions and diagnostics live here, once.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .distributed import all_reduce_sum, is_distributed, world_size
+from .layouts import LAYOUTS, PairBlock, build_blocks
+from .pairs import Pairs
+from .validation import check_choice, check_pair, check_similarity
+
+Reduction = Literal["mean", "sum", "none"]
+REDUCTIONS = ("mean", "sum", "none")
+
+
+class ContrastiveLoss(nn.Module):
+    """InfoNCE-style loss over cosine similarities with a pluggable temperature strategy.
+
+    Args:
+        layout: pair layout of ``forward`` (see :mod:`cl_plugins.layouts`): ``"simclr"``
+            (default), ``"grace"``, ``"cross_view"`` or ``"queue"``.
+        symmetric: for ``cross_view`` / ``queue``, also use view 2 as anchors and average
+            both directions.
+        decoupled: remove the positive from the denominator (DCL / GraphCL).
+        reduction: ``"mean"`` over anchors, ``"sum"`` or ``"none"`` (per-anchor losses).
+        hard_negative_weight: logit bias added to each anchor's own hard negative
+            (SimCSE's ``hard_negative_weight``; only with ``hard_negatives=``).
+        gather_distributed: under ``torch.distributed``, gather candidates from all ranks with
+            gradient so negatives (and batch statistics) are global. Default True.
+        check_inputs: validate inputs (finite, non-zero rows, shapes). Costs one pass over
+            the embeddings; disable only in tight loops you trust.
+
+    Distributed semantics (``forward`` with ``gather_distributed=True``): the returned value is
+    the loss of the global batch on every rank, and its gradient is scaled so that DDP's
+    gradient averaging yields exactly the single-process gradient of that global loss.
+    """
+
+    name: ClassVar[str] = ""
+    #: strategies whose loss is defined with the positive outside the denominator
+    default_decoupled: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        *,
+        layout: str = "simclr",
+        symmetric: bool = False,
+        decoupled: bool | None = None,
+        reduction: Reduction = "mean",
+        hard_negative_weight: float = 0.0,
+        gather_distributed: bool = True,
+        check_inputs: bool = True,
+    ) -> None:
+        super().__init__()
+        self.layout = check_choice("layout", layout, LAYOUTS)
+        self.symmetric = bool(symmetric)
+        self.decoupled = self.default_decoupled if decoupled is None else bool(decoupled)
+        self.reduction = check_choice("reduction", reduction, REDUCTIONS)
+        if not isinstance(hard_negative_weight, (int, float)):
+            raise TypeError(f"hard_negative_weight must be a number, got {type(hard_negative_weight).__name__}")
+        self.hard_negative_weight = float(hard_negative_weight)
+        self.gather_distributed = bool(gather_distributed)
+        self.check_inputs = bool(check_inputs)
+        self._stats: dict[str, list[torch.Tensor | float]] = {}
+
+    # ------------------------------------------------------------------ strategy hooks
+    def logits(self, sim: torch.Tensor, pairs: Pairs) -> torch.Tensor:
+        """Map raw cosine similarities [A, M] (float32) to logits [A, M]."""
+        raise NotImplementedError
+
+    def pair_loss(self, logits: torch.Tensor, sim: torch.Tensor, pairs: Pairs) -> torch.Tensor:
+        """Loss of every positive pair [P]; the default is InfoNCE or its decoupled form."""
+        d = pairs.d(logits)
+        self.record_d(d)
+        return d if self.decoupled else F.softplus(d)
+
+    # ------------------------------------------------------------------ public API
+    def forward(
+        self,
+        z1: torch.Tensor,
+        z2: torch.Tensor,
+        *,
+        queue: torch.Tensor | None = None,
+        hard_negatives: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Loss of two views.
+
+        Shapes:
+            z1, z2: [N, D] (row i of z2 is the positive of row i of z1; L2-normalised here);
+            queue: [K, D] negatives for ``layout="queue"``;
+            hard_negatives: [N, D] one hard negative per anchor for ``layout="cross_view"``.
+            Returns a scalar, or [A] per-anchor losses with ``reduction="none"``.
+        """
+        if self.check_inputs:
+            check_pair(z1, z2)
+        self._stats = {}
+        blocks = self.blocks(z1, z2, queue=queue, hard_negatives=hard_negatives)
+        per_anchor = torch.cat([self.block_loss(b) for b in blocks])
+        return self._reduce(per_anchor, global_batch=True)
+
+    def from_similarity(
+        self, sim: torch.Tensor, pos_mask: torch.Tensor, neg_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Loss from a precomputed similarity matrix: the modality-agnostic seam.
+
+        A row with several positives averages its per-positive losses; each per-positive loss
+        has that positive and the row's negatives in its denominator (the other positives are
+        not negatives). Entries in neither mask are ignored (e.g. self-similarities).
+
+        Shapes:
+            sim: [A, M] raw cosine similarities in [-1, 1] (not divided by a temperature);
+            pos_mask: [A, M] bool; neg_mask: [A, M] bool, default ``~pos_mask``.
+            Returns a scalar, or [A] with ``reduction="none"``.
+
+        The reduction is over the rows given; distributed gathering is the caller's business,
+        but batch statistics (MACL's alignment) are still all-reduced when distributed.
+        """
+        if self.check_inputs:
+            neg = check_similarity(sim, pos_mask, neg_mask)
+        else:
+            neg = ~pos_mask if neg_mask is None else neg_mask
+        self._stats = {}
+        pairs = Pairs.from_masks(pos_mask, neg)
+        per_anchor = self.pairs_loss(sim.float(), pairs)
+        return self._reduce(per_anchor, global_batch=False)
+
+    @property
+    def stats(self) -> dict[str, float]:
+        """Diagnostics of the last call (temperature, alignment, W = 1 - P_pos, loss, ...)."""
+        out: dict[str, float] = {}
+        for key, values in self._stats.items():
+            nums = [float(v) for v in values]
+            if key.endswith("_min"):
+                out[key] = min(nums)
+            elif key.endswith("_max"):
+                out[key] = max(nums)
+            else:
+                out[key] = sum(nums) / len(nums)
+        return out
+
+    # ------------------------------------------------------------------ building blocks
+    def blocks(
+        self,
+        z1: torch.Tensor,
+        z2: torch.Tensor,
+        *,
+        queue: torch.Tensor | None = None,
+        hard_negatives: torch.Tensor | None = None,
+    ) -> list[PairBlock]:
+        if hard_negatives is None and self.hard_negative_weight != 0.0 and self.layout == "cross_view":
+            raise ValueError("hard_negative_weight is set but no hard_negatives= were passed")
+        return build_blocks(
+            self.layout,
+            z1,
+            z2,
+            symmetric=self.symmetric,
+            queue=queue,
+            hard_negatives=hard_negatives,
+            gather=self.gather_distributed,
+        )
+
+    def block_loss(self, block: PairBlock) -> torch.Tensor:
+        """Per-anchor losses [A] of one block."""
+        return self.pairs_loss(block.cosine(), Pairs.from_block(block))
+
+    def pairs_loss(self, sim: torch.Tensor, pairs: Pairs) -> torch.Tensor:
+        with torch.no_grad():
+            self.record(alignment=pairs.positive(sim).mean())
+        logits = self.logits(sim, pairs)
+        if pairs.hard_cols is not None and self.hard_negative_weight != 0.0:
+            bias = logits.new_full(pairs.hard_cols.shape, self.hard_negative_weight)
+            logits = logits.index_put((pairs.rows, pairs.hard_cols), bias, accumulate=True)
+        return pairs.per_anchor(self.pair_loss(logits, sim, pairs))
+
+    def _reduce(self, per_anchor: torch.Tensor, *, global_batch: bool) -> torch.Tensor:
+        if self.reduction == "none":
+            self.record(loss=per_anchor.detach().mean())
+            return per_anchor
+        total = per_anchor.sum()
+        count = per_anchor.new_tensor(float(per_anchor.numel()))
+        if global_batch and self.gather_distributed and is_distributed():
+            summed = all_reduce_sum(torch.stack([total.detach(), count]))
+            scale = float(world_size())
+            if self.reduction == "mean":
+                grad_path = total * scale / summed[1]
+                value = summed[0] / summed[1]
+            else:
+                grad_path, value = total * scale, summed[0]
+            out = grad_path + (value - grad_path).detach()
+        else:
+            out = total / count if self.reduction == "mean" else total
+        self.record(loss=out.detach())
+        return out
+
+    # ------------------------------------------------------------------ diagnostics
+    def record(self, **values: torch.Tensor | float) -> None:
+        """Add diagnostics of this call; keys ending in _min/_max reduce by min/max."""
+        for key, value in values.items():
+            if isinstance(value, torch.Tensor):
+                value = value.detach()
+            self._stats.setdefault(key, []).append(value)
+
+    def record_d(self, d: torch.Tensor) -> None:
+        with torch.no_grad():
+            w = torch.sigmoid(d)
+            self.record(w_mean=w.mean(), p_pos_mean=1 - w.mean())
+
+    def record_tau(self, tau: torch.Tensor | float) -> None:
+        if isinstance(tau, torch.Tensor) and tau.numel() > 1:
+            with torch.no_grad():
+                lo, hi = torch.aminmax(tau)
+                self.record(tau_mean=tau.mean(), tau_min=lo, tau_max=hi)
+        else:
+            self.record(tau_mean=tau, tau_min=tau, tau_max=tau)
+
+    def extra_repr(self) -> str:
+        return f"layout={self.layout!r}, symmetric={self.symmetric}, decoupled={self.decoupled}, reduction={self.reduction!r}"
+
+    def hyperparameters(self) -> dict[str, Any]:
+        """Constructor arguments, for logging and for rebuilding with :func:`build_loss`."""
+        return dict(getattr(self, "_init_kwargs", {}))

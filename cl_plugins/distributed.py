@@ -1,0 +1,108 @@
+"""Small, explicit distributed helpers (gather with gradient, reductions).
+
+All helpers are no-ops when ``torch.distributed`` is not initialised or the world has one
+process, so single-process code pays nothing. They work underneath Hugging Face Accelerate,
+which initialises a plain ``torch.distributed`` process group.
+
+Gradient convention
+-------------------
+:func:`gather_with_grad` sums the incoming gradients of all ranks in backward (the
+``GatherLayer`` convention of SimCLR, open_clip and lightly). A loss built from local anchors
+against gathered candidates and scaled by the world size (see
+:meth:`cl_plugins.base.ContrastiveLoss.forward`) then gives, after DDP's gradient averaging,
+exactly the gradient of the single-process loss over the global batch.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+__all__ = [
+    "is_distributed",
+    "world_size",
+    "rank",
+    "gather_with_grad",
+    "gather_no_grad",
+    "all_reduce_sum",
+]
+
+
+def is_distributed() -> bool:
+    """True when a process group with more than one process is active."""
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+def world_size() -> int:
+    return dist.get_world_size() if is_distributed() else 1
+
+
+def rank() -> int:
+    return dist.get_rank() if is_distributed() else 0
+
+
+def _gather_sizes(n: int, device: torch.device) -> list[int]:
+    size = torch.tensor([n], device=device, dtype=torch.long)
+    sizes = [torch.zeros_like(size) for _ in range(dist.get_world_size())]
+    dist.all_gather(sizes, size)
+    return [int(s.item()) for s in sizes]
+
+
+def _gather_padded(x: torch.Tensor, sizes: list[int]) -> torch.Tensor:
+    # all_gather needs equal shapes (gloo raises, NCCL may hang): pad to the largest
+    # local batch, gather, then drop the padding rows again.
+    longest = max(sizes)
+    if x.shape[0] < longest:
+        pad = x.new_zeros((longest - x.shape[0], *x.shape[1:]))
+        x = torch.cat([x, pad], dim=0)
+    parts = [torch.empty_like(x) for _ in sizes]
+    dist.all_gather(parts, x.contiguous())
+    return torch.cat([p[:n] for p, n in zip(parts, sizes)], dim=0)
+
+
+class _GatherWithGrad(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, sizes: list[int], start: int) -> torch.Tensor:  # type: ignore[override]
+        ctx.start, ctx.stop = start, start + x.shape[0]
+        return _gather_padded(x, sizes)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):  # type: ignore[override]
+        grad = grad.contiguous().clone()
+        dist.all_reduce(grad, op=dist.ReduceOp.SUM)
+        return grad[ctx.start : ctx.stop], None, None
+
+
+def gather_with_grad(x: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """Concatenate ``x`` [n_r, ...] of every rank along dim 0, keeping the autograd graph.
+
+    Ranks may hold different ``n_r``. Returns the gathered tensor [sum_r n_r, ...] and the
+    row offset of this rank's rows inside it. Backward sums the gradient of every rank and
+    returns this rank's slice.
+
+    Example::
+
+        z_all, offset = gather_with_grad(z)       # z_all[offset : offset + len(z)] is z
+    """
+    if not is_distributed():
+        return x, 0
+    sizes = _gather_sizes(x.shape[0], x.device)
+    start = sum(sizes[: dist.get_rank()])
+    return _GatherWithGrad.apply(x, sizes, start), start
+
+
+def gather_no_grad(x: torch.Tensor) -> torch.Tensor:
+    """Concatenate ``x`` of every rank along dim 0 without gradient (e.g. queue keys)."""
+    if not is_distributed():
+        return x
+    with torch.no_grad():
+        return _gather_padded(x.detach(), _gather_sizes(x.shape[0], x.device))
+
+
+def all_reduce_sum(x: torch.Tensor) -> torch.Tensor:
+    """Sum a (detached) tensor over all ranks; returns a new tensor."""
+    if not is_distributed():
+        return x
+    out = x.detach().clone().contiguous()
+    dist.all_reduce(out, op=dist.ReduceOp.SUM)
+    return out

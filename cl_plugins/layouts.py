@@ -1,0 +1,183 @@
+"""Pair layouts: who is an anchor, which candidate is its positive, which are negatives.
+
+A layout turns two views ``z1``, ``z2`` [N, D] into one or two :class:`PairBlock` s. A block
+holds local anchors, the (possibly globally gathered) candidates, the column of each anchor's
+positive and the columns that are *not* negatives (the positive itself, the anchor's own
+row). Every other column is a negative.
+
+========== ========================= ======================= ===============================
+layout     anchors                   positive                negatives per anchor
+========== ========================= ======================= ===============================
+simclr     2N (both views)           same index, other view  2N-2 (both views, self removed)
+grace      alias of ``simclr`` (GRACE's inter-view + intra-view negatives are exactly these)
+cross_view N rows of z1              row i of z2             N-1 rows of z2 (+ hard negatives)
+queue      N rows of z1 (queries)    row i of z2 (key)       the K rows of ``queue``
+========== ========================= ======================= ===============================
+
+``symmetric=True`` adds the reverse direction (z2 anchors) for ``cross_view`` and ``queue``;
+the loss then averages both directions. Under ``torch.distributed`` the candidates of
+``simclr`` and ``cross_view`` are gathered from all ranks with gradient, so negatives are
+global and the positive column is offset by this rank's position.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from .distributed import gather_with_grad
+from .validation import check_embeddings, check_feature_dim, check_same
+
+LAYOUTS = ("simclr", "grace", "cross_view", "queue")
+
+
+@dataclass
+class PairBlock:
+    """Anchors against candidates, with one positive column per anchor.
+
+    Shapes:
+        anchors: [A, D]; candidates: [M, D]; pos_cols: [A]; exclude_cols: [A, k];
+        positives: [A, D] or None (then column 0 is the row-wise cosine with them and the
+        candidates start at column 1); hard_cols: [A] or None (column of each anchor's own
+        hard negative, which receives ``hard_negative_weight`` as a logit bias).
+    """
+
+    anchors: torch.Tensor
+    candidates: torch.Tensor
+    pos_cols: torch.Tensor
+    exclude_cols: torch.Tensor
+    positives: torch.Tensor | None = None
+    hard_cols: torch.Tensor | None = None
+    candidates_are_anchors: bool = False
+
+    def cosine(self) -> torch.Tensor:
+        """Cosine similarities [A, M] in float32, also under autocast."""
+        with torch.autocast(device_type=self.anchors.device.type, enabled=False):
+            a = F.normalize(self.anchors.float(), dim=1)
+            c = a if self.candidates_are_anchors else F.normalize(self.candidates.float(), dim=1)
+            sim = a @ c.T
+            if self.positives is not None:
+                p = F.normalize(self.positives.float(), dim=1)
+                sim = torch.cat([(a * p).sum(dim=1, keepdim=True), sim], dim=1)
+        return sim
+
+
+def _arange(n: int, like: torch.Tensor) -> torch.Tensor:
+    return torch.arange(n, device=like.device)
+
+
+def _local(x: torch.Tensor) -> tuple[torch.Tensor, int]:
+    return x, 0
+
+
+Gather = Callable[[torch.Tensor], tuple[torch.Tensor, int]]
+
+
+def _simclr(z1: torch.Tensor, z2: torch.Tensor, gather: Gather) -> list[PairBlock]:
+    n = z1.shape[0]
+    anchors = torch.cat([z1, z2], dim=0)
+    z1_all, offset = gather(z1)
+    if z1_all is z1:
+        candidates, big_n, same = anchors, n, True
+    else:
+        z2_all, _ = gather(z2)
+        candidates, big_n, same = torch.cat([z1_all, z2_all], dim=0), z1_all.shape[0], False
+    own = offset + _arange(n, z1)
+    self_cols = torch.cat([own, own + big_n])
+    pos_cols = torch.cat([own + big_n, own])
+    exclude = torch.stack([pos_cols, self_cols], dim=1)
+    return [PairBlock(anchors, candidates, pos_cols, exclude, candidates_are_anchors=same)]
+
+
+def _cross_view(
+    z1: torch.Tensor, z2: torch.Tensor, symmetric: bool, hard_negatives: torch.Tensor | None, gather: Gather
+) -> list[PairBlock]:
+    n = z1.shape[0]
+    blocks = []
+    directions = [(z1, z2), (z2, z1)] if symmetric else [(z1, z2)]
+    for anchors, keys in directions:
+        keys_all, offset = gather(keys)
+        pos_cols = offset + _arange(n, z1)
+        hard_cols = None
+        if hard_negatives is not None:
+            hard_all, _ = gather(hard_negatives)
+            hard_cols = keys_all.shape[0] + pos_cols
+            keys_all = torch.cat([keys_all, hard_all], dim=0)
+        blocks.append(PairBlock(anchors, keys_all, pos_cols, pos_cols[:, None], hard_cols=hard_cols))
+    return blocks
+
+
+def _queue(z1: torch.Tensor, z2: torch.Tensor, symmetric: bool, queue: torch.Tensor) -> list[PairBlock]:
+    n = z1.shape[0]
+    zeros = torch.zeros(n, dtype=torch.long, device=z1.device)
+    directions = [(z1, z2), (z2, z1)] if symmetric else [(z1, z2)]
+    # MoCo: the key is a target, the queue a fixed dictionary; neither carries gradient there,
+    # but we leave detaching keys to the caller (SimCo-style symmetric use wants gradient).
+    return [PairBlock(q, queue.detach(), zeros, zeros[:, None], positives=k) for q, k in directions]
+
+
+def build_blocks(
+    layout: str,
+    z1: torch.Tensor,
+    z2: torch.Tensor,
+    *,
+    symmetric: bool = False,
+    queue: torch.Tensor | None = None,
+    hard_negatives: torch.Tensor | None = None,
+    gather: bool = True,
+) -> list[PairBlock]:
+    """Build the pair blocks of ``layout`` for two views ``z1``, ``z2`` [N, D].
+
+    ``gather=False`` keeps candidates local even under ``torch.distributed``.
+    """
+    n = z1.shape[0]
+    gather_fn: Gather = gather_with_grad if gather else _local
+    if layout in ("simclr", "grace"):
+        if symmetric:
+            raise ValueError(f"layout={layout!r} already uses both views as anchors; drop symmetric=True")
+        if queue is not None or hard_negatives is not None:
+            raise ValueError(
+                f"layout={layout!r} takes neither queue= nor hard_negatives=; use layout='queue' "
+                "or layout='cross_view'"
+            )
+        if n < 2:
+            raise ValueError(
+                f"layout={layout!r} needs a batch of at least 2 (got {n}): with one sample an anchor "
+                "has no negative"
+            )
+        return _simclr(z1, z2, gather_fn)
+    if layout == "cross_view":
+        if queue is not None:
+            raise ValueError("layout='cross_view' does not use queue=; use layout='queue'")
+        if hard_negatives is not None:
+            check_embeddings(hard_negatives, "hard_negatives")
+            check_same(z1, hard_negatives, ("z1", "hard_negatives"))
+            if hard_negatives.shape != z1.shape:
+                raise ValueError(
+                    f"hard_negatives must have the shape of z1 {tuple(z1.shape)} (one hard negative "
+                    f"per anchor), got {tuple(hard_negatives.shape)}"
+                )
+            if symmetric:
+                raise ValueError("hard_negatives is supported with symmetric=False (SimCSE's direction)")
+        elif n < 2:
+            raise ValueError(
+                "layout='cross_view' needs a batch of at least 2 (got 1): one anchor has no negative; "
+                "pass hard_negatives= or use a larger batch"
+            )
+        return _cross_view(z1, z2, symmetric, hard_negatives, gather_fn)
+    if layout == "queue":
+        if queue is None:
+            raise ValueError(
+                "layout='queue' needs queue= [K, D] negatives (e.g. FeatureQueue.get()); "
+                "use layout='cross_view' for in-batch negatives"
+            )
+        if hard_negatives is not None:
+            raise ValueError("layout='queue' does not take hard_negatives=")
+        check_embeddings(queue, "queue")
+        check_same(z1, queue, ("z1", "queue"))
+        check_feature_dim(queue, z1.shape[1], "queue", "z1")
+        return _queue(z1, z2, symmetric, queue)
+    raise ValueError(f"layout must be one of {list(LAYOUTS)}, got {layout!r}")

@@ -1,0 +1,242 @@
+"""AMCL: adaptive multi-head contrastive learning with learned per-pair temperatures.
+
+C projection heads map backbone features to z^c. For each head, a temperature network gives
+every (anchor i, candidate j) pair its own temperature
+
+    tau_ij^c = iota + eta * sigmoid(MLP_c([z_i^c ; z_j^c]))      in [iota, iota + eta]
+
+and with Omega(tau) = (d'/2) log tau + 1/tau (d' = proj_dim) the pair logit is
+
+    l_ij^c = s_ij^c / tau_ij^c - beta * Omega(tau_ij^c).
+
+Per anchor and head (paper Eq. 2.1, ``negatives="max"``, n* = argmax_n s_in^c):
+
+    L_i^c = -l_ip^c + l_in*^c
+          = -s_ip/tau_ip + beta Omega(tau_ip) + s_in*/tau_in* - beta Omega(tau_in*)
+
+and its soft form (the MLE of the appendix, Eq. 6-7, ``negatives="lse"``):
+
+    L_i^c = -l_ip^c + LSE_n l_in^c.
+
+Both are decoupled (negatives only in the denominator); ``decoupled=False`` gives the InfoNCE
+variant (Eq. 2.4 / appendix Eq. 9) with the positive inside the max / LSE. Heads are summed.
+
+The temperature MLP takes the raw (un-normalised) head projections, as the official code
+does; its first layer is split (W[z_i; z_j] = Wa z_i + Wb z_j) and the LSE form evaluates it
+in chunks (:mod:`cl_plugins.pair_mlp`), never materialising an [A, M, hidden] tensor. Each
+head's loss is checkpointed when not distributed, so only one head's [A, M] tensors are alive
+at a time.
+
+Paper: Wang, Koniusz, Gedeon, Zheng, "Adaptive Multi-head Contrastive Learning" (ECCV 2024).
+The official code does not run and trains a positives-only loss; this is Eq. 2.1 / 6-9.
+
+Example::
+
+    loss_fn = AMCLLoss(dim=512, heads=3, proj_dim=128)      # takes backbone features
+    loss = loss_fn(h1, h2)                                  # h1, h2: [N, 512]
+    opt = torch.optim.SGD(list(backbone.parameters()) + list(loss_fn.parameters()), lr=0.06)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from ..base import ContrastiveLoss
+from ..distributed import is_distributed
+from ..layouts import PairBlock
+from ..pair_mlp import pair_scores, rowwise_scores
+from ..pairs import Pairs
+from ..registry import register_loss
+from ..validation import check_choice, check_feature_dim, check_pair, check_positive
+
+NEGATIVE_MODES = ("max", "lse")
+
+
+def amcl_regulariser(tau: torch.Tensor, proj_dim: int) -> torch.Tensor:
+    """Omega(tau) = (d'/2) log tau + 1/tau."""
+    return 0.5 * proj_dim * torch.log(tau) + 1.0 / tau
+
+
+class TemperatureMLP(nn.Module):
+    """tau(z_i, z_j) = iota + eta * sigmoid(w2 . relu(Wa z_i + Wb z_j + b1) + b2)."""
+
+    def __init__(self, proj_dim: int, hidden: int, eta: float, iota: float) -> None:
+        super().__init__()
+        self.first = nn.Linear(2 * proj_dim, hidden)
+        self.second = nn.Linear(hidden, 1)
+        self.proj_dim, self.eta, self.iota = proj_dim, eta, iota
+
+    def split(self, anchors: torch.Tensor, candidates: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """First-layer halves: a = Wa z_i + b1 [A, H], b = Wb z_j [M, H]."""
+        w = self.first.weight.float()
+        a = anchors.float() @ w[:, : self.proj_dim].T + self.first.bias.float()
+        b = candidates.float() @ w[:, self.proj_dim :].T
+        return a, b
+
+    def bound(self, u: torch.Tensor) -> torch.Tensor:
+        return self.iota + self.eta * torch.sigmoid(u + self.second.bias.float())
+
+    def forward(self, zi: torch.Tensor, zj: torch.Tensor) -> torch.Tensor:
+        """Temperatures of row-aligned pairs: [P, d'] x2 -> [P] (reference path)."""
+        a, b = self.split(zi, zj)
+        return self.bound(rowwise_scores(a, b, self.second.weight.float()[0]))
+
+
+@register_loss("amcl")
+class AMCLLoss(ContrastiveLoss):
+    """Multi-head contrastive loss with learned, bounded per-pair temperatures.
+
+    Args:
+        dim: backbone feature dimension (input of the heads).
+        heads: number of projection heads C.
+        proj_dim: head output dimension d'.
+        hidden: hidden width of each projection head.
+        temperature_hidden: hidden width of each temperature MLP.
+        eta: width of the temperature range (> 0).
+        iota: lower bound of the temperature (> 0; it keeps the loss well posed).
+        beta: weight of the regulariser Omega (>= 0).
+        negatives: ``"max"`` (Eq. 2.1) or ``"lse"`` (soft form).
+        share_temperature_mlp: one temperature MLP for all heads instead of one per head.
+        chunk_elements: hidden values evaluated at once by the LSE form (memory knob).
+        **kwargs: common options of :class:`~cl_plugins.base.ContrastiveLoss`; layouts
+            ``simclr`` / ``grace`` / ``cross_view``.
+
+    Shapes:
+        h1, h2: [N, dim] backbone features of the two views -> scalar (or [A]).
+    """
+
+    default_decoupled = True
+
+    def __init__(
+        self,
+        dim: int,
+        heads: int = 3,
+        proj_dim: int = 128,
+        hidden: int = 512,
+        temperature_hidden: int = 128,
+        eta: float = 1.0,
+        iota: float = 0.05,
+        beta: float = 0.1,
+        negatives: str = "max",
+        share_temperature_mlp: bool = False,
+        chunk_elements: int = 1 << 21,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        for name, value in (("dim", dim), ("heads", heads), ("proj_dim", proj_dim), ("hidden", hidden),
+                            ("temperature_hidden", temperature_hidden), ("chunk_elements", chunk_elements)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        self.eta = check_positive("eta", eta)
+        self.iota = check_positive("iota", iota)
+        if not isinstance(beta, (int, float)) or beta < 0:
+            raise ValueError(f"beta must be a number >= 0, got {beta!r}")
+        self.beta = float(beta)
+        self.negatives = check_choice("negatives", negatives, NEGATIVE_MODES)
+        if self.layout == "queue":
+            raise ValueError("amcl supports layout='simclr', 'grace' or 'cross_view' (not 'queue')")
+        self.dim, self.proj_dim, self.chunk_elements = dim, proj_dim, chunk_elements
+        self.heads = nn.ModuleList(
+            nn.Sequential(nn.Linear(dim, hidden), nn.ReLU(inplace=True), nn.Linear(hidden, proj_dim))
+            for _ in range(heads)
+        )
+        n_mlps = 1 if share_temperature_mlp else heads
+        self.temperature_mlps = nn.ModuleList(
+            TemperatureMLP(proj_dim, temperature_hidden, self.eta, self.iota) for _ in range(n_mlps)
+        )
+
+    def temperature_mlp(self, head: int) -> TemperatureMLP:
+        return self.temperature_mlps[head % len(self.temperature_mlps)]
+
+    # ------------------------------------------------------------------ forward
+    def forward(
+        self,
+        z1: torch.Tensor,
+        z2: torch.Tensor,
+        *,
+        queue: torch.Tensor | None = None,
+        hard_negatives: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """``z1``, ``z2`` are backbone features [N, dim]; each head projects them."""
+        if self.check_inputs:
+            check_pair(z1, z2, ("h1", "h2"))
+            check_feature_dim(z1, self.dim, "h1", f"dim={self.dim}")
+        self._stats = {}
+        total: torch.Tensor | None = None
+        for c, head in enumerate(self.heads):
+            p1, p2 = head(z1), head(z2)
+            blocks = self.blocks(p1, p2, queue=queue, hard_negatives=hard_negatives)
+            per_anchor = torch.cat([self._head_block_loss(c, b) for b in blocks])
+            total = per_anchor if total is None else total + per_anchor
+        assert total is not None
+        return self._reduce(total, global_batch=True)
+
+    def from_similarity(self, sim: torch.Tensor, pos_mask: torch.Tensor, neg_mask: torch.Tensor | None = None) -> torch.Tensor:
+        raise TypeError(
+            "amcl's temperatures are a function of each pair's projected features, which a "
+            "similarity matrix does not carry; call loss_fn(h1, h2) with backbone features instead"
+        )
+
+    def _head_block_loss(self, head: int, block: PairBlock) -> torch.Tensor:
+        args = (block.anchors, block.candidates)
+        fn = lambda anchors, candidates: self._block_terms(head, block, anchors, candidates)  # noqa: E731
+        if torch.is_grad_enabled() and not is_distributed():
+            per_anchor, stats = checkpoint(fn, *args, use_reentrant=False)
+        else:
+            per_anchor, stats = fn(*args)
+        self.record(tau_pos_mean=stats[0], tau_neg_mean=stats[1], tau_min=stats[2], tau_max=stats[3])
+        return per_anchor
+
+    def _block_terms(
+        self, head: int, block: PairBlock, anchors: torch.Tensor, candidates: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        block = PairBlock(anchors, candidates, block.pos_cols, block.exclude_cols,
+                          candidates_are_anchors=block.candidates_are_anchors)
+        pairs = Pairs.from_block(block)
+        sim = block.cosine()
+        mlp = self.temperature_mlp(head)
+        with torch.autocast(device_type=anchors.device.type, enabled=False):
+            a, b = mlp.split(anchors, candidates)
+            w2 = mlp.second.weight.float()[0]
+            if self.negatives == "lse":
+                tau = mlp.bound(pair_scores(a, b, w2, self.chunk_elements))
+                logits = sim / tau - self.beta * amcl_regulariser(tau, self.proj_dim)
+                d = pairs.d(logits)
+                loss = d if self.decoupled else F.softplus(d)
+                with torch.no_grad():
+                    neg = pairs.negative_logits(tau)
+                    stats = torch.stack([
+                        pairs.positive(tau).mean(),
+                        neg.clamp(min=0).sum() / pairs.negative_count(),
+                        torch.where(torch.isinf(neg), torch.inf, neg).amin(),
+                        neg.amax(),
+                    ])
+                return loss, stats
+            # max: only the positive and the hardest candidate by raw similarity need a tau
+            with torch.no_grad():
+                masked = pairs.negative_logits(sim)
+                if not self.decoupled:
+                    masked = masked.scatter(1, pairs.cols[:, None], pairs.positive(sim)[:, None])
+                hard = masked.argmax(dim=1)
+            cols = torch.stack([pairs.cols, hard], dim=1)  # [A, 2]
+            tau = mlp.bound(rowwise_scores(a[:, None, :], b[cols], w2))  # [A, 2]
+            s = sim.gather(1, cols)
+            logit = s / tau - self.beta * amcl_regulariser(tau, self.proj_dim)
+            loss = logit[:, 1] - logit[:, 0]
+            with torch.no_grad():
+                stats = torch.stack([tau[:, 0].mean(), tau[:, 1].mean(), tau.amin(), tau.amax()])
+            return loss, stats
+
+    def extra_repr(self) -> str:
+        return (
+            f"heads={len(self.heads)}, proj_dim={self.proj_dim}, eta={self.eta}, iota={self.iota}, "
+            f"beta={self.beta}, negatives={self.negatives!r}, " + super().extra_repr()
+        )
+
+
+__all__ = ["AMCLLoss", "TemperatureMLP", "amcl_regulariser"]

@@ -1,0 +1,131 @@
+"""DySTreSS: dynamically scaled temperature, a function of each pair's cosine similarity.
+
+    logit_ij = s_ij / tau(sg(s_ij))           for every pair, positive and negatives
+
+Profiles (Delta = tau_max - tau_min, all equal tau_max at s = +-1 and tau_min at their minimum):
+
+* ``"cosine"`` (paper Eq. 14):   tau(s) = tau_min + Delta/2 * (1 + cos(pi * (1 + s)))
+* ``"shifted"`` (Algorithm 2, shift Delta_s, scale k):
+  tau(s) = tau_min + Delta/2 * (1 + cos(pi/k * (Delta_s + s)))   if (Delta_s <= 0 and s <= -Delta_s)
+                                                                  or (Delta_s >= 0 and s >= -Delta_s)
+         = tau_max                                                otherwise.
+  The paper's best ImageNet-100 setting is Delta_s = -0.4, k = 0.7; Delta_s = -1, k = 1 is
+  exactly the ``"cosine"`` profile.
+* ``"linear"`` (Table 10):       tau(s) = tau_min + Delta * |s|
+* ``"exponential"`` (Table 10):  tau(s) = tau_min + Delta * (exp(|s|) - 1) / (e - 1)
+* ``"monotone"`` (Appendix C):   tau(s) = tau_min + Delta/2 * (1 - cos(pi * (1 + s) / 2)),
+  increasing from tau_min at s = -1 to tau_max at s = +1.
+
+The paper names the linear and exponential profiles without printing their formulas; the
+ones above are the simplest that meet its stated conditions (minimum tau_min at s = 0, tau_max
+at s = +-1, negative slope for s < 0, positive for s > 0).
+
+Paper: Manna et al., "DySTreSS: Dynamically Scaled Temperature in Self-Supervised Contrastive
+Learning" (IEEE TAI 2025, arXiv 2308.01140).
+
+Example::
+
+    loss = DySTreSSLoss(tau_min=0.07, tau_max=0.2)(z1, z2)                       # CIFAR
+    loss = DySTreSSLoss(tau_min=0.1, tau_max=0.2, profile="shifted", shift=-0.4, scale=0.7)(z1, z2)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from ..base import ContrastiveLoss
+from ..pairs import Pairs
+from ..registry import register_loss
+from ..validation import check_choice, check_positive
+
+PROFILES = ("cosine", "shifted", "linear", "exponential", "monotone")
+
+
+def dystress_temperature(
+    s: torch.Tensor,
+    tau_min: float,
+    tau_max: float,
+    profile: str = "cosine",
+    shift: float = 0.0,
+    scale: float = 1.0,
+) -> torch.Tensor:
+    """tau(s) of the given profile (see the module docstring), elementwise."""
+    delta = tau_max - tau_min
+    if profile == "cosine":
+        return tau_min + 0.5 * delta * (1 + torch.cos(math.pi * (1 + s)))
+    if profile == "shifted":
+        inside = (s <= -shift) if shift <= 0 else (s >= -shift)
+        if shift == 0:
+            inside = torch.ones_like(s, dtype=torch.bool)
+        window = tau_min + 0.5 * delta * (1 + torch.cos((math.pi / scale) * (shift + s)))
+        return torch.where(inside, window, torch.full_like(s, tau_max))
+    if profile == "linear":
+        return tau_min + delta * s.abs()
+    if profile == "exponential":
+        return tau_min + delta * torch.expm1(s.abs()) / (math.e - 1)
+    if profile == "monotone":
+        return tau_min + 0.5 * delta * (1 - torch.cos(0.5 * math.pi * (1 + s)))
+    raise ValueError(f"profile must be one of {list(PROFILES)}, got {profile!r}")
+
+
+@register_loss("dystress")
+class DySTreSSLoss(ContrastiveLoss):
+    """InfoNCE with a per-pair temperature tau(s).
+
+    Args:
+        tau_min, tau_max: range of the temperature (0 < tau_min <= tau_max).
+        shift, scale: Delta_s and k of the ``"shifted"`` profile (Algorithm 2).
+        profile: ``"cosine"`` (default), ``"shifted"``, ``"linear"``, ``"exponential"`` or
+            ``"monotone"``.
+        detach: compute tau from detached similarities (the paper's code; default True).
+        **kwargs: common options of :class:`~cl_plugins.base.ContrastiveLoss`.
+
+    Shapes:
+        z1, z2: [N, D] -> scalar (or [A] with ``reduction="none"``).
+    """
+
+    def __init__(
+        self,
+        tau_min: float = 0.07,
+        tau_max: float = 0.2,
+        shift: float = 0.0,
+        scale: float = 1.0,
+        profile: str = "cosine",
+        detach: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.tau_min = check_positive("tau_min", tau_min)
+        self.tau_max = check_positive("tau_max", tau_max)
+        if self.tau_min > self.tau_max:
+            raise ValueError(f"tau_min ({tau_min}) must not exceed tau_max ({tau_max})")
+        self.profile = check_choice("profile", profile, PROFILES)
+        self.scale = check_positive("scale", scale)
+        if not isinstance(shift, (int, float)) or not -2.0 <= shift <= 2.0:
+            raise ValueError(f"shift must be a number in [-2, 2], got {shift!r}")
+        self.shift = float(shift)
+        if profile != "shifted" and (self.shift != 0.0 or self.scale != 1.0):
+            raise ValueError(f"shift and scale apply to profile='shifted' only (got profile={profile!r})")
+        self.detach = bool(detach)
+
+    def temperature(self, s: torch.Tensor) -> torch.Tensor:
+        return dystress_temperature(s, self.tau_min, self.tau_max, self.profile, self.shift, self.scale)
+
+    def logits(self, sim: torch.Tensor, pairs: Pairs) -> torch.Tensor:
+        tau = self.temperature(sim.detach() if self.detach else sim)
+        with torch.no_grad():
+            neg = pairs.negative_logits(tau)  # -inf off the negatives
+            self.record(
+                tau_mean=neg.clamp(min=0).sum() / pairs.negative_count(),
+                tau_min=torch.where(torch.isinf(neg), torch.inf, neg).amin(),
+                tau_max=neg.amax(),
+                tau_pos_mean=pairs.positive(tau).mean(),
+            )
+        return sim / tau
+
+    def extra_repr(self) -> str:
+        extra = f", shift={self.shift}, scale={self.scale}" if self.profile == "shifted" else ""
+        return f"tau_min={self.tau_min}, tau_max={self.tau_max}, profile={self.profile!r}{extra}, " + super().extra_repr()

@@ -1,0 +1,64 @@
+"""Temperature-free InfoNCE: the logit of a pair is 2 * atanh(s) instead of s / tau.
+
+    logit_ij = 2 * atanh(clamp(s_ij, -1 + eps, 1 - eps)) = log((1 + s_ij) / (1 - s_ij))
+
+d logit / d s = 2 / (1 - s^2): 2 at s = 0 (like tau = 0.5), growing without bound towards
+s = +-1, so gradients stay alive away from the optimum and vanish only at it.
+
+Self-pairs (s_ii = 1) would give an infinite logit. Here they never enter the softmax: the
+clamp keeps every logit finite (at most 2 atanh(1 - eps), 14.5 for eps = 1e-6) and excluded
+entries are replaced by -inf before any sum, so no inf - inf (GRACE's
+``refl.sum() - refl.diag()``) can occur. Logits are computed in float32 also under autocast
+(bf16 cannot resolve 1 - s below ~4e-3).
+
+Paper: Kim & Kim, "Temperature-Free Loss Function for Contrastive Learning" (arXiv 2501.17683).
+
+Example::
+
+    loss = TemperatureFreeLoss()(z1, z2)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..base import ContrastiveLoss
+from ..pairs import Pairs
+from ..registry import register_loss
+
+
+def effective_inverse_tau(s: torch.Tensor) -> torch.Tensor:
+    """2 atanh(s) / s: the 1/tau a fixed-temperature loss would need to give the same logit."""
+    safe = torch.where(s.abs() > 1e-6, s, torch.ones_like(s))
+    return torch.where(s.abs() > 1e-6, 2 * torch.atanh(safe) / safe, torch.full_like(s, 2.0))
+
+
+@register_loss("temperature_free")
+class TemperatureFreeLoss(ContrastiveLoss):
+    """InfoNCE with logits 2 atanh(s).
+
+    Args:
+        eps: clamp margin, similarities are clamped to [-1 + eps, 1 - eps] (0 < eps < 0.5).
+        **kwargs: common options of :class:`~cl_plugins.base.ContrastiveLoss`.
+
+    Shapes:
+        z1, z2: [N, D] -> scalar (or [A] with ``reduction="none"``).
+    """
+
+    def __init__(self, eps: float = 1e-6, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if not isinstance(eps, (int, float)) or not 0 < eps < 0.5:
+            raise ValueError(f"eps must lie in (0, 0.5), got {eps!r}; 1e-6 is the default")
+        self.eps = float(eps)
+
+    def logits(self, sim: torch.Tensor, pairs: Pairs) -> torch.Tensor:
+        s = sim.clamp(-1 + self.eps, 1 - self.eps)
+        with torch.no_grad():
+            # the effective 1/tau of a pair is logit / s, 2 at s -> 0
+            self.record(inv_tau_pos_mean=effective_inverse_tau(pairs.positive(s)).mean())
+        return 2 * torch.atanh(s)
+
+    def extra_repr(self) -> str:
+        return f"eps={self.eps}, " + super().extra_repr()

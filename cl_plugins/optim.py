@@ -1,0 +1,37 @@
+"""Optimizer helpers: temperature parameters belong in the optimizer, without weight decay."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import nn
+
+
+def no_weight_decay_names(model: nn.Module) -> set[str]:
+    """Full names of parameters that submodules declare via ``no_weight_decay()``."""
+    names: set[str] = set()
+    for prefix, module in model.named_modules():
+        declare = getattr(module, "no_weight_decay", None)
+        if callable(declare):
+            names |= {f"{prefix}.{n}" if prefix else n for n in declare()}
+    return names
+
+
+def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+    """Two parameter groups: decayed, and temperatures / biases / norms without decay.
+
+    Example::
+
+        params = clp.param_groups(nn.ModuleList([encoder, loss_fn]), weight_decay=0.05)
+        opt = torch.optim.AdamW(params, lr=1e-3)
+    """
+    skip = no_weight_decay_names(model)
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        (no_decay if name in skip or p.ndim <= 1 else decay).append(p)
+    return [
+        {"params": decay, "weight_decay": weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]

@@ -1,0 +1,140 @@
+"""Input and parameter checks shared by every loss.
+
+Each check raises a ``TypeError`` or ``ValueError`` whose message names the offending
+argument and says how to fix it; nothing is allowed to turn silently into NaN.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+# Cosines computed in low precision can exceed 1 by a few ulps; beyond this we refuse.
+SIMILARITY_TOLERANCE = 1e-3
+
+
+def check_positive(name: str, value: float) -> float:
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    if not value > 0 or value != value or value == float("inf"):
+        raise ValueError(f"{name} must be a finite number > 0, got {value}")
+    return float(value)
+
+
+def check_range(name: str, value: float, low: float, high: float) -> float:
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    if not (low <= value <= high):
+        raise ValueError(f"{name} must lie in [{low}, {high}], got {value}")
+    return float(value)
+
+
+def check_choice(name: str, value: str, choices: Sequence[str]) -> str:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}")
+    return value
+
+
+def check_embeddings(z: torch.Tensor, name: str) -> None:
+    """A 2-D floating tensor of finite, non-zero rows."""
+    if not isinstance(z, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of shape [N, D], got {type(z).__name__}")
+    if z.dim() != 2:
+        raise ValueError(
+            f"{name} must have shape [N, D], got {tuple(z.shape)}; flatten extra dimensions "
+            f"first (e.g. {name}.flatten(1))"
+        )
+    if not z.is_floating_point():
+        raise TypeError(f"{name} must be a floating tensor, got dtype {z.dtype}; call {name}.float()")
+    if z.shape[0] == 0 or z.shape[1] == 0:
+        raise ValueError(f"{name} is empty (shape {tuple(z.shape)}); pass at least one row and one feature")
+    with torch.no_grad():
+        if not bool(torch.isfinite(z).all()):
+            raise ValueError(
+                f"{name} contains NaN or inf; check the encoder (learning rate, fp16 overflow) "
+                "before the loss"
+            )
+        zero = z.detach().abs().amax(dim=1) == 0
+        if bool(zero.any()):
+            rows = zero.nonzero().flatten()[:5].tolist()
+            raise ValueError(
+                f"{name} has all-zero rows {rows}; a zero vector has no direction, so its cosine "
+                "similarity is undefined. Remove those rows or fix the encoder output."
+            )
+
+
+def check_pair(z1: torch.Tensor, z2: torch.Tensor, names: tuple[str, str] = ("z1", "z2")) -> None:
+    a, b = names
+    check_embeddings(z1, a)
+    check_embeddings(z2, b)
+    if z1.shape != z2.shape:
+        raise ValueError(
+            f"{a} and {b} must have the same shape [N, D], got {tuple(z1.shape)} and "
+            f"{tuple(z2.shape)}; row i of {b} must be the positive of row i of {a}"
+        )
+    check_same(z1, z2, names)
+
+
+def check_same(x: torch.Tensor, y: torch.Tensor, names: tuple[str, str]) -> None:
+    a, b = names
+    if x.device != y.device:
+        raise ValueError(f"{a} is on {x.device} but {b} is on {y.device}; move both to one device")
+    if x.dtype != y.dtype:
+        raise TypeError(f"{a} has dtype {x.dtype} but {b} has {y.dtype}; cast both to one dtype")
+
+
+def check_feature_dim(x: torch.Tensor, dim: int, name: str, ref: str) -> None:
+    if x.shape[1] != dim:
+        raise ValueError(f"{name} must have {dim} features like {ref}, got shape {tuple(x.shape)}")
+
+
+def check_similarity(
+    sim: torch.Tensor, pos_mask: torch.Tensor, neg_mask: torch.Tensor | None
+) -> torch.Tensor:
+    """Validate the ``from_similarity`` seam and return the effective negative mask."""
+    if not isinstance(sim, torch.Tensor):
+        raise TypeError(f"sim must be a torch.Tensor [A, M], got {type(sim).__name__}")
+    if sim.dim() != 2:
+        raise ValueError(f"sim must have shape [A, M] (anchors x candidates), got {tuple(sim.shape)}")
+    if not sim.is_floating_point():
+        raise TypeError(f"sim must be a floating tensor of cosine similarities, got {sim.dtype}")
+    for name, mask in (("pos_mask", pos_mask), ("neg_mask", neg_mask)):
+        if mask is None:
+            continue
+        if not isinstance(mask, torch.Tensor):
+            raise TypeError(f"{name} must be a bool torch.Tensor [A, M], got {type(mask).__name__}")
+        if mask.dtype != torch.bool:
+            raise TypeError(f"{name} must have dtype torch.bool, got {mask.dtype}; use {name}.bool()")
+        if mask.shape != sim.shape:
+            raise ValueError(f"{name} must have the shape of sim {tuple(sim.shape)}, got {tuple(mask.shape)}")
+        if mask.device != sim.device:
+            raise ValueError(f"{name} is on {mask.device} but sim is on {sim.device}; move both to one device")
+    with torch.no_grad():
+        if not bool(torch.isfinite(sim).all()):
+            raise ValueError("sim contains NaN or inf; pass raw cosine similarities in [-1, 1]")
+        worst = float(sim.detach().abs().max())
+        if worst > 1 + SIMILARITY_TOLERANCE:
+            raise ValueError(
+                f"sim must hold raw cosine similarities in [-1, 1] (not logits already divided "
+                f"by a temperature), but |sim| reaches {worst:.4g}; L2-normalise the embeddings "
+                "and do not divide by tau"
+            )
+    neg = ~pos_mask if neg_mask is None else neg_mask
+    if neg_mask is not None and bool((pos_mask & neg_mask).any()):
+        raise ValueError("pos_mask and neg_mask overlap; an entry cannot be both a positive and a negative")
+    no_pos = ~pos_mask.any(dim=1)
+    if bool(no_pos.any()):
+        rows = no_pos.nonzero().flatten()[:5].tolist()
+        raise ValueError(
+            f"rows {rows} of pos_mask have no positive; every anchor needs at least one positive "
+            "(drop those rows from sim before calling)"
+        )
+    no_neg = ~neg.any(dim=1)
+    if bool(no_neg.any()):
+        rows = no_neg.nonzero().flatten()[:5].tolist()
+        raise ValueError(
+            f"rows {rows} have no negative; every anchor needs at least one negative "
+            "(use a batch of at least 2 or add negatives to neg_mask)"
+        )
+    return neg
