@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .distributed import all_reduce_sum, is_distributed, world_size
-from .layouts import LAYOUTS, PairBlock, build_blocks
+from .layouts import LAYOUTS, PairBlock, at_least_float32, build_blocks
 from .pairs import Pairs
 from .validation import check_choice, check_pair, check_similarity
 
@@ -130,7 +130,7 @@ class ContrastiveLoss(nn.Module):
             neg = ~pos_mask if neg_mask is None else neg_mask
         self._stats = {}
         pairs = Pairs.from_masks(pos_mask, neg)
-        per_anchor = self.pairs_loss(sim.float(), pairs)
+        per_anchor = self.pairs_loss(at_least_float32(sim), pairs)
         return self._reduce(per_anchor, global_batch=False)
 
     @property

@@ -54,15 +54,20 @@ class PairBlock:
     candidates_are_anchors: bool = False
 
     def cosine(self) -> torch.Tensor:
-        """Cosine similarities [A, M] in float32, also under autocast."""
+        """Cosine similarities [A, M] in float32 (float64 for float64 inputs), also under autocast."""
         with torch.autocast(device_type=self.anchors.device.type, enabled=False):
-            a = F.normalize(self.anchors.float(), dim=1)
-            c = a if self.candidates_are_anchors else F.normalize(self.candidates.float(), dim=1)
+            a = F.normalize(at_least_float32(self.anchors), dim=1)
+            c = a if self.candidates_are_anchors else F.normalize(at_least_float32(self.candidates), dim=1)
             sim = a @ c.T
             if self.positives is not None:
-                p = F.normalize(self.positives.float(), dim=1)
+                p = F.normalize(at_least_float32(self.positives), dim=1)
                 sim = torch.cat([(a * p).sum(dim=1, keepdim=True), sim], dim=1)
         return sim
+
+
+def at_least_float32(x: torch.Tensor) -> torch.Tensor:
+    """Up-cast half precision to float32; float64 stays float64."""
+    return x.to(torch.promote_types(x.dtype, torch.float32))
 
 
 def _arange(n: int, like: torch.Tensor) -> torch.Tensor:

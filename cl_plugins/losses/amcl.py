@@ -73,18 +73,19 @@ class TemperatureMLP(nn.Module):
 
     def split(self, anchors: torch.Tensor, candidates: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """First-layer halves: a = Wa z_i + b1 [A, H], b = Wb z_j [M, H]."""
-        w = self.first.weight.float()
-        a = anchors.float() @ w[:, : self.proj_dim].T + self.first.bias.float()
-        b = candidates.float() @ w[:, self.proj_dim :].T
+        dtype = torch.promote_types(anchors.dtype, torch.float32)
+        w = self.first.weight.to(dtype)
+        a = anchors.to(dtype) @ w[:, : self.proj_dim].T + self.first.bias.to(dtype)
+        b = candidates.to(dtype) @ w[:, self.proj_dim :].T
         return a, b
 
     def bound(self, u: torch.Tensor) -> torch.Tensor:
-        return self.iota + self.eta * torch.sigmoid(u + self.second.bias.float())
+        return self.iota + self.eta * torch.sigmoid(u + self.second.bias.to(u.dtype))
 
     def forward(self, zi: torch.Tensor, zj: torch.Tensor) -> torch.Tensor:
         """Temperatures of row-aligned pairs: [P, d'] x2 -> [P] (reference path)."""
         a, b = self.split(zi, zj)
-        return self.bound(rowwise_scores(a, b, self.second.weight.float()[0]))
+        return self.bound(rowwise_scores(a, b, self.second.weight.to(a.dtype)[0]))
 
 
 @register_loss("amcl")
@@ -202,7 +203,7 @@ class AMCLLoss(ContrastiveLoss):
         mlp = self.temperature_mlp(head)
         with torch.autocast(device_type=anchors.device.type, enabled=False):
             a, b = mlp.split(anchors, candidates)
-            w2 = mlp.second.weight.float()[0]
+            w2 = mlp.second.weight.to(a.dtype)[0]
             if self.negatives == "lse":
                 tau = mlp.bound(pair_scores(a, b, w2, self.chunk_elements))
                 logits = sim / tau - self.beta * amcl_regulariser(tau, self.proj_dim)

@@ -72,7 +72,7 @@ class LearnableTemperatureLoss(ContrastiveLoss):
     def logits(self, sim: torch.Tensor, pairs: Pairs) -> torch.Tensor:
         tau = self.tau
         self.record_tau(tau.detach())
-        return sim / tau.float()
+        return sim / tau.to(sim.dtype)
 
     def extra_repr(self) -> str:
         return f"min_tau={self.min_tau}, " + super().extra_repr()

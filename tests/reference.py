@@ -1,0 +1,202 @@
+"""Independent, loop-based float64 references of every strategy, straight from the papers.
+
+Nothing here imports cl_plugins' internals: pairs are enumerated by hand per layout and each
+anchor's loss is written as in the paper (explicit exp / log, softmax probabilities, 1 - P).
+Only meant for tiny inputs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+
+def cos(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return (a * b).sum() / (a.norm() * b.norm())
+
+
+@dataclass
+class Anchor:
+    s_pos: torch.Tensor
+    s_neg: list[torch.Tensor]
+    # index into s_neg of this anchor's own hard negative (SimCSE bias), or None
+    hard: int | None = None
+    # raw vectors for AMCL's temperature network
+    a: torch.Tensor | None = None
+    p: torch.Tensor | None = None
+    negs: list[torch.Tensor] = field(default_factory=list)
+
+
+def enumerate_layout(layout, z1, z2, symmetric=False, queue=None, hard=None) -> list[list[Anchor]]:
+    """Anchors grouped by direction (one group, or two when symmetric)."""
+    n = z1.shape[0]
+    groups: list[list[Anchor]] = []
+    if layout in ("simclr", "grace"):
+        views = [z1, z2]
+        group = []
+        for v in (0, 1):
+            for i in range(n):
+                a, p = views[v][i], views[1 - v][i]
+                negs = [views[w][j] for w in (0, 1) for j in range(n) if j != i]
+                group.append(Anchor(cos(a, p), [cos(a, x) for x in negs], a=a, p=p, negs=negs))
+        groups.append(group)
+    elif layout == "cross_view":
+        directions = [(z1, z2), (z2, z1)] if symmetric else [(z1, z2)]
+        for anchors, keys in directions:
+            group = []
+            for i in range(n):
+                negs = [keys[j] for j in range(n) if j != i]
+                hard_idx = None
+                if hard is not None:
+                    hard_idx = len(negs) + i
+                    negs = negs + [hard[j] for j in range(n)]
+                a = anchors[i]
+                group.append(Anchor(cos(a, keys[i]), [cos(a, x) for x in negs], hard_idx, a, keys[i], negs))
+            groups.append(group)
+    elif layout == "queue":
+        directions = [(z1, z2), (z2, z1)] if symmetric else [(z1, z2)]
+        for q, k in directions:
+            groups.append([Anchor(cos(q[i], k[i]), [cos(q[i], x) for x in queue]) for i in range(n)])
+    else:
+        raise ValueError(layout)
+    return groups
+
+
+def _log_softmax_pos(pos_logit, neg_logits, decoupled=False):
+    den = sum(torch.exp(x) for x in neg_logits)
+    if not decoupled:
+        den = den + torch.exp(pos_logit)
+    return pos_logit - torch.log(den)
+
+
+def infonce(groups, tau, decoupled=False, hard_weight=0.0):
+    losses = []
+    for group in groups:
+        for an in group:
+            negs = [s / tau + (hard_weight if k == an.hard else 0.0) for k, s in enumerate(an.s_neg)]
+            losses.append(-_log_softmax_pos(an.s_pos / tau, negs, decoupled))
+    return torch.stack(losses)
+
+
+def _neg_log_p_and_w(pos_logit, neg_logits):
+    """-log P_pos = log(1 + sum_n exp(l_n - l_p)); W = sum_n P_n (MACL's definition of W)."""
+    ratios = [torch.exp(x - pos_logit) for x in neg_logits]
+    total = sum(ratios)
+    return torch.log1p(total), total / (1 + total)
+
+
+def macl(groups, tau0, alpha, a0, reweight=True, min_tau=1e-2):
+    """MACL Eq. (7) and (11), per group; A over the group's positives; V = sg(1 / W)."""
+    losses = []
+    for group in groups:
+        A = torch.stack([an.s_pos for an in group]).detach().mean()
+        tau = max(tau0 * (1 + alpha * (A - a0)), torch.tensor(min_tau, dtype=A.dtype))
+        for an in group:
+            nll, W = _neg_log_p_and_w(an.s_pos / tau, [s / tau for s in an.s_neg])
+            V = (1 / W).detach() if reweight else 1.0
+            losses.append(V * nll)
+    return torch.stack(losses)
+
+
+def macl_official(pos, neg, t_0, a, A_0):
+    """MACL's Algorithm 1 verbatim (pos [N,1], neg [N,K])."""
+    A = torch.mean(pos.detach())
+    t = t_0 * (1 + a * (A - A_0))
+    logits = torch.cat([pos, neg], dim=1)
+    P = torch.softmax(logits / t, dim=1)[:, 0]
+    V = 1 / (1 - P)
+    return -V.detach() * torch.log(P)
+
+
+def dual_temperature(groups, tau_a, tau_b):
+    """-sg(W(tau_b) / W(tau_a)) log P(tau_a), W(tau) = sum_n P_n(tau)."""
+    losses = []
+    for group in groups:
+        for an in group:
+            nll_a, W_a = _neg_log_p_and_w(an.s_pos / tau_a, [s / tau_a for s in an.s_neg])
+            _, W_b = _neg_log_p_and_w(an.s_pos / tau_b, [s / tau_b for s in an.s_neg])
+            losses.append((W_b / W_a).detach() * nll_a)
+    return torch.stack(losses)
+
+
+def temperature_free(groups, eps=1e-6):
+    def logit(s):
+        s = torch.clamp(s, -1 + eps, 1 - eps)
+        return torch.log((1 + s) / (1 - s))
+
+    losses = []
+    for group in groups:
+        for an in group:
+            losses.append(-_log_softmax_pos(logit(an.s_pos), [logit(s) for s in an.s_neg]))
+    return torch.stack(losses)
+
+
+def dystress_tau(s: float, tmin: float, tmax: float, profile="cosine", shift=0.0, k=1.0) -> float:
+    d = tmax - tmin
+    if profile == "cosine":
+        return tmin + 0.5 * d * (1 + math.cos(math.pi * (1 + s)))
+    if profile == "shifted":  # Algorithm 2, literally
+        if (shift <= 0 and s <= -shift) or (shift >= 0 and s >= -shift):
+            return tmin + d / 2 * (1 + math.cos(math.pi / k * (shift + s)))
+        return tmax
+    if profile == "linear":
+        return tmin + d * abs(s)
+    if profile == "exponential":
+        return tmin + d * (math.exp(abs(s)) - 1) / (math.e - 1)
+    if profile == "monotone":
+        return tmin + 0.5 * d * (1 - math.cos(math.pi * (1 + s) / 2))
+    raise ValueError(profile)
+
+
+def dystress(groups, tmin, tmax, profile="cosine", shift=0.0, k=1.0):
+    losses = []
+    for group in groups:
+        for an in group:
+            def logit(s):
+                return s / dystress_tau(float(s.detach()), tmin, tmax, profile, shift, k)
+
+            losses.append(-_log_softmax_pos(logit(an.s_pos), [logit(s) for s in an.s_neg]))
+    return torch.stack(losses)
+
+
+def flatnce(groups, tau):
+    """FlatCLR: v = logsumexp((s_n - s_p)/tau); loss = exp(v - sg(v))."""
+    losses = []
+    for group in groups:
+        for an in group:
+            v = torch.log(sum(torch.exp((s - an.s_pos) / tau) for s in an.s_neg))
+            losses.append(torch.exp(v - v.detach()))
+    return torch.stack(losses)
+
+
+def amcl(module, h1, h2, layout="simclr", decoupled=True):
+    """AMCL Eq. 2.1 / soft form per head, with the temperature MLP on concatenated pairs."""
+    per_head = []
+    for c, head in enumerate(module.heads):
+        mlp = module.temperature_mlps[c % len(module.temperature_mlps)]
+        groups = enumerate_layout(layout, head(h1), head(h2))
+
+        def tau_of(a, b):
+            u = mlp.second(torch.relu(mlp.first(torch.cat([a, b]))))[0]
+            return module.iota + module.eta * torch.sigmoid(u)
+
+        def logit(s, t):
+            omega = module.proj_dim / 2 * torch.log(t) + 1 / t
+            return s / t - module.beta * omega
+
+        losses = []
+        for group in groups:
+            for an in group:
+                pos = logit(an.s_pos, tau_of(an.a, an.p))
+                negs = [logit(s, tau_of(an.a, x)) for s, x in zip(an.s_neg, an.negs)]
+                if module.negatives == "lse":
+                    pool = negs if decoupled else negs + [pos]
+                    losses.append(-pos + torch.log(sum(torch.exp(x) for x in pool)))
+                else:
+                    cands = list(zip(an.s_neg, negs)) + ([] if decoupled else [(an.s_pos, pos)])
+                    hardest = max(cands, key=lambda t: float(t[0].detach()))
+                    losses.append(-pos + hardest[1])
+        per_head.append(torch.stack(losses))
+    return torch.stack(per_head).sum(0)

@@ -1,0 +1,181 @@
+"""Every strategy against the loop-based float64 reference, for each layout: value and gradient."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import cl_plugins as clp
+from tests import reference as ref
+
+N, D, K = 5, 4, 7
+LAYOUTS = [
+    ("simclr", {}),
+    ("grace", {}),
+    ("cross_view", {}),
+    ("cross_view", {"symmetric": True}),
+    ("queue", {}),
+    ("queue", {"symmetric": True}),
+]
+
+
+def _inputs(seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    z1 = torch.randn(N, D, generator=g, dtype=torch.float64, requires_grad=True)
+    z2 = torch.randn(N, D, generator=g, dtype=torch.float64, requires_grad=True)
+    queue = torch.randn(K, D, generator=g, dtype=torch.float64)
+    return z1, z2, queue
+
+
+STRATEGIES = {
+    "infonce": (dict(tau=0.2), lambda g: ref.infonce(g, 0.2)),
+    "dcl": (dict(tau=0.2), lambda g: ref.infonce(g, 0.2, decoupled=True)),
+    "macl": (dict(tau0=0.1, alpha=0.5, a0=0.0), lambda g: ref.macl(g, 0.1, 0.5, 0.0)),
+    "macl_simcse": (dict(tau0=0.05, alpha=2.0, a0=0.8), lambda g: ref.macl(g, 0.05, 2.0, 0.8)),
+    "macl_no_reweight": (dict(tau0=0.1, alpha=0.5, reweight=False), lambda g: ref.macl(g, 0.1, 0.5, 0.0, False)),
+    "dual_temperature": (dict(tau_alpha=0.1, tau_beta=1.0), lambda g: ref.dual_temperature(g, 0.1, 1.0)),
+    "temperature_free": (dict(), lambda g: ref.temperature_free(g)),
+    "dystress": (dict(tau_min=0.07, tau_max=0.2), lambda g: ref.dystress(g, 0.07, 0.2)),
+    "dystress_shifted": (
+        dict(tau_min=0.1, tau_max=0.2, profile="shifted", shift=-0.4, scale=0.7),
+        lambda g: ref.dystress(g, 0.1, 0.2, "shifted", -0.4, 0.7),
+    ),
+    "dystress_linear": (dict(profile="linear"), lambda g: ref.dystress(g, 0.07, 0.2, "linear")),
+    "dystress_exponential": (dict(profile="exponential"), lambda g: ref.dystress(g, 0.07, 0.2, "exponential")),
+    "dystress_monotone": (dict(profile="monotone"), lambda g: ref.dystress(g, 0.07, 0.2, "monotone")),
+    "flatnce": (dict(tau=0.2), lambda g: ref.flatnce(g, 0.2)),
+    "learnable": (dict(init_tau=0.3), lambda g: ref.infonce(g, 0.3)),
+    "cosine_schedule": (dict(tau_min=0.1, tau_max=0.5, period=10), lambda g: ref.infonce(g, 0.5)),
+}
+
+
+def _registry_name(key: str) -> str:
+    for name in clp.available_losses():
+        if key == name or key.startswith(name + "_"):
+            return name
+    raise KeyError(key)
+
+
+def _grads(loss, tensors):
+    return torch.autograd.grad(loss, tensors)
+
+
+@pytest.mark.parametrize("layout,extra", LAYOUTS, ids=[f"{a}{'-sym' if b else ''}" for a, b in LAYOUTS])
+@pytest.mark.parametrize("key", list(STRATEGIES))
+def test_strategy_matches_reference(key, layout, extra):
+    kwargs, reference = STRATEGIES[key]
+    name = _registry_name(key)
+    z1, z2, queue = _inputs()
+    loss_fn = clp.build_loss(name, layout=layout, reduction="none", **extra, **kwargs).double()
+    call = dict(queue=queue) if layout == "queue" else {}
+    ours = loss_fn(z1, z2, **call)
+
+    groups = ref.enumerate_layout(layout, z1, z2, symmetric=extra.get("symmetric", False), queue=queue)
+    if key.startswith("macl"):
+        expected = torch.cat([reference([g]) for g in groups])  # A is per call direction
+    elif key == "learnable":  # the parameter stores log(tau) in its own precision
+        expected = ref.infonce(groups, loss_fn.tau.detach())
+    else:
+        expected = reference(groups)
+    torch.testing.assert_close(ours, expected, rtol=1e-10, atol=1e-10)
+
+    g_ours = _grads(ours.mean(), (z1, z2))
+    g_ref = _grads(expected.mean(), (z1, z2))
+    for a, b in zip(g_ours, g_ref):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.parametrize("key", ["infonce", "macl", "dual_temperature", "temperature_free", "dystress"])
+def test_hard_negatives_match_reference(key):
+    kwargs, _ = STRATEGIES[key]
+    z1, z2, _ = _inputs(1)
+    hard = torch.randn(N, D, dtype=torch.float64, requires_grad=True)
+    loss_fn = clp.build_loss(key, layout="cross_view", reduction="none", **kwargs).double()
+    ours = loss_fn(z1, z2, hard_negatives=hard)
+    groups = ref.enumerate_layout("cross_view", z1, z2, hard=hard)
+    torch.testing.assert_close(ours, STRATEGIES[key][1](groups), rtol=1e-10, atol=1e-10)
+
+
+def test_hard_negative_weight_is_a_logit_bias():
+    z1, z2, _ = _inputs(2)
+    hard = torch.randn(N, D, dtype=torch.float64)
+    loss_fn = clp.build_loss("infonce", tau=0.05, layout="cross_view", hard_negative_weight=0.3, reduction="none")
+    ours = loss_fn(z1, z2, hard_negatives=hard)
+    expected = ref.infonce(ref.enumerate_layout("cross_view", z1, z2, hard=hard), 0.05, hard_weight=0.3)
+    torch.testing.assert_close(ours, expected, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("layout", ["simclr", "cross_view"])
+@pytest.mark.parametrize("negatives", ["max", "lse"])
+@pytest.mark.parametrize("decoupled", [True, False])
+def test_amcl_matches_reference(layout, negatives, decoupled):
+    torch.manual_seed(0)
+    loss_fn = clp.build_loss(
+        "amcl", dim=6, heads=2, proj_dim=3, hidden=8, temperature_hidden=5, negatives=negatives,
+        layout=layout, decoupled=decoupled, reduction="none", beta=0.1, eta=1.0, iota=0.05,
+        chunk_elements=16,  # several chunks in the pair MLP
+    ).double()
+    h1 = torch.randn(N, 6, dtype=torch.float64, requires_grad=True)
+    h2 = torch.randn(N, 6, dtype=torch.float64, requires_grad=True)
+    ours = loss_fn(h1, h2)
+    expected = ref.amcl(loss_fn, h1, h2, layout, decoupled)
+    torch.testing.assert_close(ours, expected, rtol=1e-10, atol=1e-10)
+    params = [h1, h2, *loss_fn.parameters()]
+    for a, b in zip(_grads(ours.sum(), params), _grads(expected.sum(), params)):
+        torch.testing.assert_close(a, b, rtol=1e-8, atol=1e-10)
+
+
+def test_from_similarity_multi_positive_matches_reference():
+    """A row with several positives averages its per-positive losses (others not negatives)."""
+    g = torch.Generator().manual_seed(3)
+    sim = (torch.rand(4, 6, generator=g, dtype=torch.float64) * 2 - 1).requires_grad_()
+    pos = torch.zeros(4, 6, dtype=torch.bool)
+    pos[0, [0, 2]] = True
+    pos[1, 1] = True
+    pos[2, [3, 4, 5]] = True
+    pos[3, 0] = True
+    neg = ~pos
+    neg[1, 5] = False  # ignored entry
+    tau = 0.3
+    ours = clp.build_loss("infonce", tau=tau, reduction="none").from_similarity(sim, pos, neg)
+    expected = []
+    for a in range(4):
+        negs = [sim[a, j] / tau for j in range(6) if neg[a, j]]
+        per_pos = [-ref._log_softmax_pos(sim[a, p] / tau, negs) for p in range(6) if pos[a, p]]
+        expected.append(torch.stack(per_pos).mean())
+    torch.testing.assert_close(ours, torch.stack(expected), rtol=1e-12, atol=1e-12)
+
+
+def test_from_similarity_equals_forward():
+    z1, z2, _ = _inputs(4)
+    loss_fn = clp.build_loss("macl", layout="simclr")
+    z = torch.nn.functional.normalize(torch.cat([z1, z2]), dim=1)
+    sim = z @ z.T
+    n2 = 2 * N
+    pos = torch.zeros(n2, n2, dtype=torch.bool)
+    pos[torch.arange(n2), (torch.arange(n2) + N) % n2] = True
+    neg = ~pos & ~torch.eye(n2, dtype=torch.bool)
+    torch.testing.assert_close(loss_fn.from_similarity(sim, pos, neg), loss_fn(z1, z2), rtol=1e-12, atol=1e-12)
+
+
+def test_reductions():
+    z1, z2, _ = _inputs(5)
+    per = clp.build_loss("infonce", reduction="none")(z1, z2)
+    assert per.shape == (2 * N,)
+    torch.testing.assert_close(clp.build_loss("infonce")(z1, z2), per.mean())
+    torch.testing.assert_close(clp.build_loss("infonce", reduction="sum")(z1, z2), per.sum())
+
+
+def test_macl_stays_finite_where_the_official_snippet_overflows():
+    """P_pos rounding to 1 makes 1 / (1 - P) infinite even in float64; the limit is 1."""
+    pos = torch.tensor([[0.9], [0.2]], dtype=torch.float64)
+    neg = torch.tensor([[-0.5, -0.6], [0.1, -0.3]], dtype=torch.float64)
+    official = ref.macl_official(pos, neg, 0.01, 0.0, 0.0)
+    assert not torch.isfinite(official[0])  # the snippet breaks on the confident anchor
+    sim = torch.cat([pos, neg], dim=1)
+    pos_mask = torch.zeros_like(sim, dtype=torch.bool)
+    pos_mask[:, 0] = True
+    ours = clp.build_loss("macl", tau0=0.01, alpha=0.0, reduction="none").from_similarity(sim, pos_mask)
+    assert torch.isfinite(ours).all()
+    torch.testing.assert_close(ours[0], torch.tensor(1.0, dtype=torch.float64))
+    torch.testing.assert_close(ours[1], official[1])
