@@ -223,7 +223,10 @@ class ContrastiveLoss(nn.Module):
             self.record(tau_mean=tau, tau_min=tau, tau_max=tau)
 
     def extra_repr(self) -> str:
-        return f"layout={self.layout!r}, symmetric={self.symmetric}, decoupled={self.decoupled}, reduction={self.reduction!r}"
+        return (
+            f"layout={self.layout!r}, symmetric={self.symmetric}, decoupled={self.decoupled}, "
+            f"reduction={self.reduction!r}"
+        )
 
     def hyperparameters(self) -> dict[str, Any]:
         """Constructor arguments, for logging and for rebuilding with :func:`build_loss`."""

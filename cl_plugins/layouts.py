@@ -145,13 +145,11 @@ def build_blocks(
             raise ValueError(f"layout={layout!r} already uses both views as anchors; drop symmetric=True")
         if queue is not None or hard_negatives is not None:
             raise ValueError(
-                f"layout={layout!r} takes neither queue= nor hard_negatives=; use layout='queue' "
-                "or layout='cross_view'"
+                f"layout={layout!r} takes neither queue= nor hard_negatives=; use layout='queue' or layout='cross_view'"
             )
         if n < 2:
             raise ValueError(
-                f"layout={layout!r} needs a batch of at least 2 (got {n}): with one sample an anchor "
-                "has no negative"
+                f"layout={layout!r} needs a batch of at least 2 (got {n}): with one sample an anchor has no negative"
             )
         return _simclr(z1, z2, gather_fn)
     if layout == "cross_view":

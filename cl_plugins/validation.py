@@ -52,8 +52,7 @@ def check_embeddings(z: torch.Tensor, name: str) -> None:
     with torch.no_grad():
         if not bool(torch.isfinite(z).all()):
             raise ValueError(
-                f"{name} contains NaN or inf; check the encoder (learning rate, fp16 overflow) "
-                "before the loss"
+                f"{name} contains NaN or inf; check the encoder (learning rate, fp16 overflow) before the loss"
             )
         zero = z.detach().abs().amax(dim=1) == 0
         if bool(zero.any()):
@@ -89,9 +88,7 @@ def check_feature_dim(x: torch.Tensor, dim: int, name: str, ref: str) -> None:
         raise ValueError(f"{name} must have {dim} features like {ref}, got shape {tuple(x.shape)}")
 
 
-def check_similarity(
-    sim: torch.Tensor, pos_mask: torch.Tensor, neg_mask: torch.Tensor | None
-) -> torch.Tensor:
+def check_similarity(sim: torch.Tensor, pos_mask: torch.Tensor, neg_mask: torch.Tensor | None) -> torch.Tensor:
     """Validate the ``from_similarity`` seam and return the effective negative mask."""
     if not isinstance(sim, torch.Tensor):
         raise TypeError(f"sim must be a torch.Tensor [A, M], got {type(sim).__name__}")

@@ -154,6 +154,7 @@ def dystress(groups, tmin, tmax, profile="cosine", shift=0.0, k=1.0):
     losses = []
     for group in groups:
         for an in group:
+
             def logit(s):
                 return s / dystress_tau(float(s.detach()), tmin, tmax, profile, shift, k)
 
@@ -178,7 +179,7 @@ def amcl(module, h1, h2, layout="simclr", decoupled=True):
         mlp = module.temperature_mlps[c % len(module.temperature_mlps)]
         groups = enumerate_layout(layout, head(h1), head(h2))
 
-        def tau_of(a, b):
+        def tau_of(a, b, mlp=mlp):
             u = mlp.second(torch.relu(mlp.first(torch.cat([a, b]))))[0]
             return module.iota + module.eta * torch.sigmoid(u)
 

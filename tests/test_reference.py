@@ -111,8 +111,19 @@ def test_hard_negative_weight_is_a_logit_bias():
 def test_amcl_matches_reference(layout, negatives, decoupled):
     torch.manual_seed(0)
     loss_fn = clp.build_loss(
-        "amcl", dim=6, heads=2, proj_dim=3, hidden=8, temperature_hidden=5, negatives=negatives,
-        layout=layout, decoupled=decoupled, reduction="none", beta=0.1, eta=1.0, iota=0.05,
+        "amcl",
+        dim=6,
+        heads=2,
+        proj_dim=3,
+        hidden=8,
+        temperature_hidden=5,
+        negatives=negatives,
+        layout=layout,
+        decoupled=decoupled,
+        reduction="none",
+        beta=0.1,
+        eta=1.0,
+        iota=0.05,
         chunk_elements=16,  # several chunks in the pair MLP
     ).double()
     h1 = torch.randn(N, 6, dtype=torch.float64, requires_grad=True)

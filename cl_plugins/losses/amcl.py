@@ -129,8 +129,14 @@ class AMCLLoss(ContrastiveLoss):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        for name, value in (("dim", dim), ("heads", heads), ("proj_dim", proj_dim), ("hidden", hidden),
-                            ("temperature_hidden", temperature_hidden), ("chunk_elements", chunk_elements)):
+        for name, value in (
+            ("dim", dim),
+            ("heads", heads),
+            ("proj_dim", proj_dim),
+            ("hidden", hidden),
+            ("temperature_hidden", temperature_hidden),
+            ("chunk_elements", chunk_elements),
+        ):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
         self.eta = check_positive("eta", eta)
@@ -177,7 +183,9 @@ class AMCLLoss(ContrastiveLoss):
         assert total is not None
         return self._reduce(total, global_batch=True)
 
-    def from_similarity(self, sim: torch.Tensor, pos_mask: torch.Tensor, neg_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def from_similarity(
+        self, sim: torch.Tensor, pos_mask: torch.Tensor, neg_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
         raise TypeError(
             "amcl's temperatures are a function of each pair's projected features, which a "
             "similarity matrix does not carry; call loss_fn(h1, h2) with backbone features instead"
@@ -196,8 +204,9 @@ class AMCLLoss(ContrastiveLoss):
     def _block_terms(
         self, head: int, block: PairBlock, anchors: torch.Tensor, candidates: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        block = PairBlock(anchors, candidates, block.pos_cols, block.exclude_cols,
-                          candidates_are_anchors=block.candidates_are_anchors)
+        block = PairBlock(
+            anchors, candidates, block.pos_cols, block.exclude_cols, candidates_are_anchors=block.candidates_are_anchors
+        )
         pairs = Pairs.from_block(block)
         sim = block.cosine()
         mlp = self.temperature_mlp(head)
@@ -211,12 +220,14 @@ class AMCLLoss(ContrastiveLoss):
                 loss = d if self.decoupled else F.softplus(d)
                 with torch.no_grad():
                     neg = pairs.negative_logits(tau)
-                    stats = torch.stack([
-                        pairs.positive(tau).mean(),
-                        neg.clamp(min=0).sum() / pairs.negative_count(),
-                        torch.where(torch.isinf(neg), torch.inf, neg).amin(),
-                        neg.amax(),
-                    ])
+                    stats = torch.stack(
+                        [
+                            pairs.positive(tau).mean(),
+                            neg.clamp(min=0).sum() / pairs.negative_count(),
+                            torch.where(torch.isinf(neg), torch.inf, neg).amin(),
+                            neg.amax(),
+                        ]
+                    )
                 return loss, stats
             # max: only the positive and the hardest candidate by raw similarity need a tau
             with torch.no_grad():

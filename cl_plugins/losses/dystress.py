@@ -128,4 +128,5 @@ class DySTreSSLoss(ContrastiveLoss):
 
     def extra_repr(self) -> str:
         extra = f", shift={self.shift}, scale={self.scale}" if self.profile == "shifted" else ""
-        return f"tau_min={self.tau_min}, tau_max={self.tau_max}, profile={self.profile!r}{extra}, " + super().extra_repr()
+        head = f"tau_min={self.tau_min}, tau_max={self.tau_max}, profile={self.profile!r}{extra}, "
+        return head + super().extra_repr()

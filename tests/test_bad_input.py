@@ -1,0 +1,154 @@
+"""Bad input gives a clear TypeError / ValueError naming the argument; nothing turns into NaN."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import cl_plugins as clp
+
+
+def _z(n=4, d=3, **kw):
+    return torch.randn(n, d, **kw)
+
+
+@pytest.mark.parametrize("name", [n for n in clp.available_losses() if n != "amcl"])
+def test_common_input_errors(name):
+    f = clp.build_loss(name)
+    with pytest.raises(ValueError, match="same shape"):
+        f(_z(4), _z(5))
+    with pytest.raises(TypeError, match="dtype"):
+        f(_z(), _z().double())
+    with pytest.raises(ValueError, match="NaN or inf"):
+        f(torch.full((4, 3), float("nan")), _z())
+    z = _z()
+    z[2] = 0
+    with pytest.raises(ValueError, match="all-zero rows \\[2\\]"):
+        f(_z(), z)
+    with pytest.raises(ValueError, match="at least 2"):
+        f(_z(1), _z(1))
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        f([[1.0, 2.0]], _z())
+    with pytest.raises(ValueError, match="\\[N, D\\]"):
+        f(torch.randn(4, 3, 2), torch.randn(4, 3, 2))
+    with pytest.raises(TypeError, match="floating"):
+        f(torch.ones(4, 3, dtype=torch.long), torch.ones(4, 3, dtype=torch.long))
+
+
+def test_device_mismatch_is_named():
+    meta = torch.empty(4, 3, device="meta")
+    with pytest.raises(ValueError, match="device|meta"):
+        clp.validation.check_same(_z(), meta, ("z1", "z2"))
+
+
+def test_from_similarity_errors():
+    f = clp.build_loss("infonce")
+    sim = torch.rand(3, 4) * 2 - 1
+    pos = torch.zeros(3, 4, dtype=torch.bool)
+    pos[:, 0] = True
+    with pytest.raises(ValueError, match="rows \\[1\\] of pos_mask have no positive"):
+        p = pos.clone()
+        p[1, 0] = False
+        f.from_similarity(sim, p)
+    with pytest.raises(ValueError, match="no negative"):
+        neg = ~pos
+        neg[2] = False
+        f.from_similarity(sim, pos, neg)
+    with pytest.raises(ValueError, match="overlap"):
+        f.from_similarity(sim, pos, torch.ones(3, 4, dtype=torch.bool))
+    with pytest.raises(TypeError, match="torch.bool"):
+        f.from_similarity(sim, pos.int())
+    with pytest.raises(ValueError, match="shape of sim"):
+        f.from_similarity(sim, pos[:2])
+    with pytest.raises(ValueError, match="not logits"):
+        f.from_similarity(sim / 0.1, pos)
+    with pytest.raises(ValueError, match="NaN or inf"):
+        f.from_similarity(torch.full((3, 4), float("nan")), pos)
+
+
+def test_unknown_name_lists_valid_ones():
+    with pytest.raises(ValueError, match="valid names are: amcl, cosine_schedule"):
+        clp.build_loss("infonec")
+
+
+def test_unknown_argument_lists_accepted_ones():
+    with pytest.raises(TypeError, match="accepts: tau"):
+        clp.build_loss("infonce", temperature=0.1)
+
+
+@pytest.mark.parametrize(
+    "name,kwargs,match",
+    [
+        ("infonce", dict(tau=0.0), "tau must be a finite number > 0"),
+        ("infonce", dict(tau=-0.1), "tau must"),
+        ("infonce", dict(tau=float("nan")), "tau must"),
+        ("dcl", dict(tau=0), "tau must"),
+        ("macl", dict(tau0=0), "tau0 must"),
+        ("macl", dict(alpha=-1), "alpha must"),
+        ("macl", dict(a0=2.0), "a0"),
+        ("macl", dict(min_tau=0), "min_tau must"),
+        ("macl", dict(decoupled=True), "reweight"),
+        ("dystress", dict(tau_min=0.3, tau_max=0.2), "tau_min .* must not exceed tau_max"),
+        ("dystress", dict(tau_min=0), "tau_min must"),
+        ("dystress", dict(profile="sine"), "profile must be one of"),
+        ("dystress", dict(shift=-0.4), "profile='shifted'"),
+        ("dystress", dict(profile="shifted", scale=0), "scale must"),
+        ("dual_temperature", dict(tau_beta=0), "tau_beta must"),
+        ("dual_temperature", dict(decoupled=True), "decoupled"),
+        ("temperature_free", dict(eps=0), "eps must lie in"),
+        ("temperature_free", dict(eps=0.7), "eps must lie in"),
+        ("learnable", dict(init_tau=0.001, min_tau=0.01), "init_tau"),
+        ("cosine_schedule", dict(tau_min=1.0, tau_max=0.5), "must not exceed"),
+        ("cosine_schedule", dict(period=0), "period must"),
+        ("amcl", dict(dim=8, eta=0), "eta must"),
+        ("amcl", dict(dim=8, iota=-1), "iota must"),
+        ("amcl", dict(dim=8, beta=-1), "beta must"),
+        ("amcl", dict(dim=0), "dim must"),
+        ("amcl", dict(dim=8, negatives="soft"), "negatives must be one of"),
+        ("amcl", dict(dim=8, layout="queue"), "queue"),
+        ("infonce", dict(layout="clip"), "layout must be one of"),
+        ("infonce", dict(reduction="avg"), "reduction must be one of"),
+        ("dcl", dict(decoupled=False), "decoupled by definition"),
+    ],
+)
+def test_invalid_parameters(name, kwargs, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        clp.build_loss(name, **kwargs)
+
+
+def test_layout_argument_errors():
+    with pytest.raises(ValueError, match="needs queue="):
+        clp.build_loss("infonce", layout="queue")(_z(), _z())
+    with pytest.raises(ValueError, match="already uses both views"):
+        clp.build_loss("infonce", symmetric=True)(_z(), _z())
+    with pytest.raises(ValueError, match="hard_negatives must have the shape"):
+        clp.build_loss("infonce", layout="cross_view")(_z(), _z(), hard_negatives=_z(3))
+    with pytest.raises(ValueError, match="queue must have 3 features"):
+        clp.build_loss("infonce", layout="queue")(_z(), _z(), queue=_z(10, 5))
+    with pytest.raises(ValueError, match="no hard_negatives"):
+        clp.build_loss("infonce", layout="cross_view", hard_negative_weight=1.0)(_z(), _z())
+    # a batch of one works when hard negatives supply the negative
+    out = clp.build_loss("infonce", layout="cross_view")(_z(1), _z(1), hard_negatives=_z(1))
+    assert torch.isfinite(out)
+
+
+def test_amcl_input_errors():
+    f = clp.build_loss("amcl", dim=8, heads=1, proj_dim=4, hidden=8)
+    with pytest.raises(ValueError, match="h1 must have 8 features"):
+        f(_z(4, 5), _z(4, 5))
+    with pytest.raises(TypeError, match="backbone features"):
+        f.from_similarity(torch.zeros(2, 2), torch.eye(2, dtype=torch.bool))
+
+
+def test_queue_module():
+    q = clp.FeatureQueue(size=5, dim=3)
+    keys = torch.randn(3, 3)
+    q.enqueue(keys)
+    torch.testing.assert_close(q.get()[:3], torch.nn.functional.normalize(keys, dim=1))
+    q.enqueue(torch.randn(4, 3))
+    assert int(q.ptr) == 2
+    fresh = clp.FeatureQueue(size=5, dim=3)
+    fresh.load_state_dict(q.state_dict())
+    torch.testing.assert_close(fresh.get(), q.get())
+    with pytest.raises(ValueError, match="keys must have shape"):
+        q.enqueue(torch.randn(2, 4))

@@ -1,0 +1,233 @@
+"""Two gloo processes on CPU with different inputs equal the single-process global batch.
+
+Convention (see cl_plugins.distributed): every rank returns the global loss value; the gradient
+reaching rank r's inputs is world_size x the global gradient's slice, so that DDP's averaging
+gives exactly the single-process parameter gradient (checked with real DDP below).
+"""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import cl_plugins as clp
+from tests.dist_utils import run_distributed, split
+
+pytestmark = pytest.mark.distributed
+
+N, D, K = 8, 5, 6
+CASES = [
+    ("infonce", {}, "simclr", {}),
+    ("infonce", {}, "cross_view", {}),
+    ("infonce", {}, "cross_view", {"symmetric": True}),
+    ("infonce", {"hard_negative_weight": 0.2}, "cross_view", {"hard": True}),
+    ("infonce", {}, "queue", {"symmetric": True}),
+    ("dcl", {}, "simclr", {}),
+    ("macl", {}, "simclr", {}),
+    ("macl", {"tau0": 0.05, "alpha": 2.0, "a0": 0.8}, "cross_view", {}),
+    ("macl", {}, "queue", {}),
+    ("dystress", {}, "simclr", {}),
+    ("dystress", {}, "cross_view", {"symmetric": True}),
+    ("dual_temperature", {}, "cross_view", {"symmetric": True}),
+    ("dual_temperature", {}, "simclr", {}),
+    ("temperature_free", {}, "simclr", {}),
+    ("temperature_free", {}, "cross_view", {}),
+    ("flatnce", {}, "simclr", {}),
+    ("cosine_schedule", {}, "simclr", {}),
+]
+
+
+def _data(seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(N, D, generator=g, dtype=torch.float64) for _ in range(4))
+
+
+def _build(name, kwargs, layout, extra):
+    sym = {"symmetric": True} if extra.get("symmetric") else {}
+    return clp.build_loss(name, layout=layout, **sym, **kwargs).double()
+
+
+def _call(loss_fn, z1, z2, hard, queue, extra, layout):
+    kw = {}
+    if extra.get("hard"):
+        kw["hard_negatives"] = hard
+    if layout == "queue":
+        kw["queue"] = queue
+    return loss_fn(z1, z2, **kw)
+
+
+def _rank_losses(rank, world, uneven):
+    z1, z2, hard, queue = _data()
+    rows = split(N, world, uneven)[rank]
+    out = []
+    for name, kwargs, layout, extra in CASES:
+        a = z1[rows].clone().requires_grad_()
+        b = z2[rows].clone().requires_grad_()
+        h = hard[rows].clone().requires_grad_()
+        loss_fn = _build(name, kwargs, layout, extra)
+        loss = _call(loss_fn, a, b, h, queue, extra, layout)
+        loss.backward()
+        out.append((float(loss.detach()), a.grad, b.grad, h.grad if extra.get("hard") else None, loss_fn.stats))
+    return out
+
+
+@pytest.mark.parametrize("uneven", [False, True], ids=["even", "uneven"])
+def test_every_strategy_equals_the_global_batch(uneven):
+    results = run_distributed(_rank_losses, uneven)
+    z1, z2, hard, queue = _data()
+    slices = split(N, 2, uneven)
+    for i, (name, kwargs, layout, extra) in enumerate(CASES):
+        a, b, h = (t.clone().requires_grad_() for t in (z1, z2, hard))
+        loss_fn = _build(name, kwargs, layout, extra)
+        loss = _call(loss_fn, a, b, h, queue, extra, layout)
+        loss.backward()
+        for rank, sl in enumerate(slices):
+            value, ga, gb, gh, stats = results[rank][i]
+            label = f"{name}/{layout}/{extra} rank {rank}"
+            assert value == pytest.approx(float(loss.detach()), rel=1e-12), label
+            torch.testing.assert_close(ga, 2 * a.grad[sl], msg=label)
+            torch.testing.assert_close(gb, 2 * b.grad[sl], msg=label)
+            if gh is not None:
+                torch.testing.assert_close(gh, 2 * h.grad[sl], msg=label)
+            if name == "macl" and layout != "queue":
+                # MACL's alignment and temperature are those of the global batch
+                assert stats["batch_alignment"] == pytest.approx(loss_fn.stats["batch_alignment"], rel=1e-12)
+                assert stats["tau_mean"] == pytest.approx(loss_fn.stats["tau_mean"], rel=1e-12)
+
+
+# ---------------------------------------------------------------------------- real DDP
+def _make(loss_name, loss_kwargs, seed=0):
+    torch.manual_seed(seed)
+    model = torch.nn.Linear(D, 6).double()
+    dim = 6
+    if loss_name == "amcl":
+        loss_fn = clp.build_loss("amcl", dim=dim, heads=2, proj_dim=4, hidden=8, **loss_kwargs).double()
+    else:
+        loss_fn = clp.build_loss(loss_name, **loss_kwargs).double()
+    return torch.nn.ModuleDict({"model": model, "loss": loss_fn})
+
+
+class _Pair(torch.nn.Module):
+    """Model + loss in one DDP module, so a learned temperature is averaged like a weight."""
+
+    def __init__(self, modules: torch.nn.ModuleDict) -> None:
+        super().__init__()
+        self.modules_ = modules
+
+    def forward(self, x1, x2):
+        return self.modules_["loss"](self.modules_["model"](x1), self.modules_["model"](x2))
+
+
+def _ddp_rank(rank, world, loss_name, loss_kwargs):
+    x1, x2, _, _ = _data(1)
+    sl = split(N, world, False)[rank]
+    modules = _make(loss_name, loss_kwargs)
+    wrapped = DDP(_Pair(modules))
+    opt = torch.optim.SGD(wrapped.parameters(), lr=0.5)
+    loss = wrapped(x1[sl], x2[sl])
+    loss.backward()
+    grads = [p.grad.clone() for p in modules.parameters()]
+    opt.step()
+    return float(loss.detach()), grads, [p.detach().clone() for p in modules.parameters()], modules["loss"].stats
+
+
+@pytest.mark.parametrize(
+    "loss_name,loss_kwargs",
+    [
+        ("infonce", {}),
+        ("macl", {}),
+        ("learnable", {"init_tau": 0.2}),
+        ("amcl", {"negatives": "lse"}),
+        ("amcl", {"negatives": "max"}),
+        ("dual_temperature", {"layout": "cross_view", "symmetric": True}),
+    ],
+)
+def test_ddp_parameter_gradients_equal_single_process(loss_name, loss_kwargs):
+    results = run_distributed(_ddp_rank, loss_name, loss_kwargs)
+    x1, x2, _, _ = _data(1)
+    modules = _make(loss_name, loss_kwargs)
+    pair = _Pair(modules)
+    opt = torch.optim.SGD(pair.parameters(), lr=0.5)
+    loss = pair(x1, x2)
+    loss.backward()
+    grads = [p.grad.clone() for p in modules.parameters()]
+    opt.step()
+    params = [p.detach().clone() for p in modules.parameters()]
+    for value, g_rank, p_rank, _ in results:
+        assert value == pytest.approx(float(loss.detach()), rel=1e-12)
+        for a, b in zip(g_rank, grads):
+            torch.testing.assert_close(a, b)
+        for a, b in zip(p_rank, params):  # temperatures agree across ranks and with 1 process
+            torch.testing.assert_close(a, b)
+    if loss_name == "learnable":
+        assert float(results[0][2][-1]) == float(results[1][2][-1])
+
+
+# ---------------------------------------------------------------------------- Accelerate
+def _accelerate_fn():
+    from accelerate import Accelerator
+
+    accelerator = Accelerator(cpu=True)
+    x1, x2, _, _ = _data(2)
+    x1, x2 = x1.float(), x2.float()
+    torch.manual_seed(0)
+    model = torch.nn.Linear(D, 6)
+    loss_fn = clp.build_loss("learnable", init_tau=0.2)
+    reference = copy.deepcopy(torch.nn.ModuleList([model, loss_fn]))
+    pair = _Pair(torch.nn.ModuleDict({"model": model, "loss": loss_fn}))
+    opt = torch.optim.SGD(pair.parameters(), lr=0.5)
+    pair, opt = accelerator.prepare(pair, opt)
+    sl = split(N, accelerator.num_processes, False)[accelerator.process_index]
+    loss = pair(x1[sl], x2[sl])
+    accelerator.backward(loss)
+    opt.step()
+
+    reference[1].gather_distributed = False  # the whole batch is already on this rank
+    ref_pair = _Pair(torch.nn.ModuleDict({"model": reference[0], "loss": reference[1]}))
+    ref_opt = torch.optim.SGD(ref_pair.parameters(), lr=0.5)
+    ref_loss = ref_pair(x1, x2)
+    ref_loss.backward()
+    ref_opt.step()
+    assert accelerator.num_processes == 2
+    assert abs(float(loss.detach()) - float(ref_loss.detach())) < 1e-5
+    for a, b in zip(accelerator.unwrap_model(pair).parameters(), ref_pair.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_under_accelerate_debug_launcher():
+    # debug_launcher forks; forking a pytest process whose torch thread pools are already
+    # running can deadlock, so launch it from a fresh interpreter
+    code = (
+        "from accelerate import debug_launcher\n"
+        "from tests.test_distributed import _accelerate_fn\n"
+        "debug_launcher(_accelerate_fn, num_processes=2)\n"
+        "print('ACCELERATE OK')\n"
+    )
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "ACCELERATE OK" in proc.stdout, proc.stderr[-3000:]
+
+
+def _gather_rank(rank, world):
+    x = torch.arange(3 * (rank + 1), dtype=torch.float64).reshape(-1, 1) + 10 * rank
+    x.requires_grad_()
+    gathered, offset = clp.gather_with_grad(x)
+    (gathered * torch.arange(1, gathered.shape[0] + 1, dtype=torch.float64)[:, None]).sum().backward()
+    return gathered.detach(), offset, x.grad
+
+
+def test_gather_with_grad_uneven():
+    (g0, o0, d0), (g1, o1, d1) = run_distributed(_gather_rank)
+    expected = torch.cat([torch.arange(3.0), torch.arange(6.0) + 10]).double()[:, None]
+    torch.testing.assert_close(g0, expected)
+    torch.testing.assert_close(g1, expected)
+    assert (o0, o1) == (0, 3)
+    weights = torch.arange(1, 10, dtype=torch.float64)[:, None]
+    torch.testing.assert_close(d0, 2 * weights[:3])  # gradient summed over both ranks
+    torch.testing.assert_close(d1, 2 * weights[3:])

@@ -1,0 +1,86 @@
+"""fp16 / bf16 autocast: no NaN or inf at tau = 0.02 or with atanh at s = +-1; fp32 internals."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import cl_plugins as clp
+
+DTYPES = [torch.bfloat16, torch.float16]
+CONFIGS = [
+    ("infonce", dict(tau=0.02)),
+    ("dcl", dict(tau=0.02)),
+    ("flatnce", dict(tau=0.02)),
+    ("macl", dict(tau0=0.02, alpha=0.5)),
+    ("macl", dict(tau0=0.05, alpha=2.0, a0=0.8)),
+    ("dystress", dict(tau_min=0.02, tau_max=0.05)),
+    ("dual_temperature", dict(tau_alpha=0.02, tau_beta=1.0)),
+    ("temperature_free", dict()),
+    ("learnable", dict(init_tau=0.02)),
+    ("cosine_schedule", dict(tau_min=0.02, tau_max=0.2)),
+]
+
+
+def _model_and_views(dtype):
+    torch.manual_seed(0)
+    enc = torch.nn.Linear(16, 8)
+    x = torch.randn(32, 16)
+    return enc, x, x + 1e-3 * torch.randn_like(x)  # near-duplicate positives: P_pos -> 1
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("name,kwargs", CONFIGS, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CONFIGS)])
+@pytest.mark.parametrize("layout", ["simclr", "cross_view"])
+def test_autocast_is_finite(dtype, name, kwargs, layout):
+    enc, x1, x2 = _model_and_views(dtype)
+    loss_fn = clp.build_loss(name, layout=layout, **kwargs)
+    with torch.autocast("cpu", dtype=dtype):
+        z1, z2 = enc(x1), enc(x2)
+        assert z1.dtype == dtype
+        loss = loss_fn(z1, z2)
+    assert loss.dtype == torch.float32
+    loss.backward()
+    assert torch.isfinite(loss)
+    for p in list(enc.parameters()) + list(loss_fn.parameters()):
+        assert torch.isfinite(p.grad).all()
+    assert all(v == v for v in loss_fn.stats.values())  # no NaN diagnostics
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("negatives", ["max", "lse"])
+def test_amcl_autocast_is_finite(dtype, negatives):
+    torch.manual_seed(0)
+    loss_fn = clp.build_loss("amcl", dim=16, heads=2, proj_dim=8, hidden=16, negatives=negatives)
+    x = torch.randn(16, 16)
+    with torch.autocast("cpu", dtype=dtype):
+        loss = loss_fn(x, x + 1e-3 * torch.randn_like(x))
+    loss.backward()
+    assert torch.isfinite(loss)
+    assert all(torch.isfinite(p.grad).all() for p in loss_fn.parameters())
+
+
+@pytest.mark.parametrize("dtype", DTYPES + [torch.float32], ids=str)
+def test_temperature_free_at_exact_plus_minus_one(dtype):
+    """Identical positives (s = 1), antipodal negatives (s = -1) and self-pairs (s_ii = 1)."""
+    z = torch.nn.functional.normalize(torch.randn(4, 8), dim=1)
+    z1 = torch.cat([z, -z]).to(dtype).requires_grad_()
+    z2 = z1.detach().clone().requires_grad_()
+    loss_fn = clp.build_loss("temperature_free")
+    for layout in ("simclr", "cross_view"):
+        loss_fn.layout = layout
+        with torch.autocast("cpu", dtype=dtype, enabled=dtype != torch.float32):
+            loss = loss_fn(z1, z2)
+        (g1, g2) = torch.autograd.grad(loss, (z1, z2))
+        assert torch.isfinite(loss) and torch.isfinite(g1).all() and torch.isfinite(g2).all()
+
+
+def test_half_inputs_computed_in_float32():
+    """Similarity and logits are computed in float32 even for half inputs (bf16 quantises 1/tau)."""
+    torch.manual_seed(1)
+    z1, z2 = torch.randn(16, 8), torch.randn(16, 8)
+    loss_fn = clp.build_loss("infonce", tau=0.02)
+    ref = loss_fn(z1.bfloat16().float(), z2.bfloat16().float())
+    ours = loss_fn(z1.bfloat16(), z2.bfloat16())
+    assert ours.dtype == torch.float32
+    torch.testing.assert_close(ours, ref, rtol=1e-5, atol=1e-5)
