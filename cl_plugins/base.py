@@ -39,6 +39,9 @@ class ContrastiveLoss(nn.Module):
             gradient so negatives (and batch statistics) are global. Default True.
         check_inputs: validate inputs (finite, non-zero rows, shapes). Costs one pass over
             the embeddings; disable only in tight loops you trust.
+        fused: for scalar-temperature strategies, use the fused path of
+            :mod:`cl_plugins.fused` (one [A, M] buffer). Same values and gradients; set False
+            to differentiate the loss twice (``retain_graph=True``).
 
     Distributed semantics (``forward`` with ``gather_distributed=True``): the returned value is
     the loss of the global batch on every rank, and its gradient is scaled so that DDP's
@@ -46,6 +49,8 @@ class ContrastiveLoss(nn.Module):
     """
 
     name: ClassVar[str] = ""
+    #: the strategy only divides the cosine matrix by a scalar: the fused path applies
+    scalar_temperature: ClassVar[bool] = False
     #: strategies whose loss is defined with the positive outside the denominator
     default_decoupled: ClassVar[bool] = False
 
@@ -59,6 +64,7 @@ class ContrastiveLoss(nn.Module):
         hard_negative_weight: float = 0.0,
         gather_distributed: bool = True,
         check_inputs: bool = True,
+        fused: bool = True,
     ) -> None:
         super().__init__()
         self.layout = check_choice("layout", layout, LAYOUTS)
@@ -70,6 +76,7 @@ class ContrastiveLoss(nn.Module):
         self.hard_negative_weight = float(hard_negative_weight)
         self.gather_distributed = bool(gather_distributed)
         self.check_inputs = bool(check_inputs)
+        self.fused = bool(fused)
         self._stats: dict[str, list[torch.Tensor | float]] = {}
 
     # ------------------------------------------------------------------ strategy hooks
@@ -170,6 +177,9 @@ class ContrastiveLoss(nn.Module):
 
     def block_loss(self, block: PairBlock) -> torch.Tensor:
         """Per-anchor losses [A] of one block."""
+        biased = block.hard_cols is not None and self.hard_negative_weight != 0.0
+        if self.fused and self.scalar_temperature and not biased:
+            return self.pairs_loss(block.lazy(), Pairs.from_block(block))
         return self.pairs_loss(block.cosine(), Pairs.from_block(block))
 
     def pairs_loss(self, sim: torch.Tensor, pairs: Pairs) -> torch.Tensor:

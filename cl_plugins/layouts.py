@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from .distributed import gather_with_grad
+from .fused import LazyLogits
 from .validation import check_embeddings, check_feature_dim, check_same
 
 LAYOUTS = ("simclr", "grace", "cross_view", "queue")
@@ -52,6 +53,14 @@ class PairBlock:
     positives: torch.Tensor | None = None
     hard_cols: torch.Tensor | None = None
     candidates_are_anchors: bool = False
+
+    def lazy(self) -> LazyLogits:
+        """The cosine matrix as :class:`~cl_plugins.fused.LazyLogits` (scalar-temperature path)."""
+        with torch.autocast(device_type=self.anchors.device.type, enabled=False):
+            a = F.normalize(at_least_float32(self.anchors), dim=1)
+            c = a if self.candidates_are_anchors else F.normalize(at_least_float32(self.candidates), dim=1)
+            p = None if self.positives is None else F.normalize(at_least_float32(self.positives), dim=1)
+        return LazyLogits(a, c, p)
 
     def cosine(self) -> torch.Tensor:
         """Cosine similarities [A, M] in float32 (float64 for float64 inputs), also under autocast."""

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .fused import LazyLogits
 from .layouts import PairBlock
 
 NEG_INF = float("-inf")
@@ -71,8 +72,10 @@ class Pairs:
         assert self.exclude_cols is not None
         return self.n_rows * (self.n_cols - self.exclude_cols.shape[1])
 
-    def positive(self, x: torch.Tensor) -> torch.Tensor:
+    def positive(self, x: torch.Tensor | LazyLogits) -> torch.Tensor:
         """Entries of ``x`` [A, M] at the positive pairs, shape [P]."""
+        if isinstance(x, LazyLogits):
+            return x.positive(self.cols)
         if self.single:
             return x.gather(1, self.cols[:, None]).squeeze(1)
         return x[self.rows, self.cols]
@@ -81,12 +84,24 @@ class Pairs:
         """Log-sum-exp over each anchor's negatives, shape [A]."""
         return torch.logsumexp(self.negative_logits(logits), dim=1)
 
-    def d(self, logits: torch.Tensor) -> torch.Tensor:
+    def d(self, logits: torch.Tensor | LazyLogits) -> torch.Tensor:
         """Eq. (1) for every positive pair, shape [P]."""
-        lse = self.lse_negatives(logits)
-        if not self.single:
-            lse = lse[self.rows]
-        return lse - self.positive(logits)
+        return self.d_with(logits)[0]
+
+    def d_with(self, logits: torch.Tensor | LazyLogits, ratios: tuple[float, ...] = ()) -> list[torch.Tensor]:
+        """Eq. (1) at ``logits``, then (without gradient) at ``logits * r`` for each ratio r."""
+        if isinstance(logits, LazyLogits):
+            lses = logits.negative_lse(self.exclude_cols, ratios)
+            pos = logits.positive(self.cols)
+            return [lses[0] - pos] + [lse - pos.detach() * r for lse, r in zip(lses[1:], ratios)]
+        out = []
+        for r in (1.0, *ratios):
+            scaled = logits if r == 1.0 else logits.detach() * r
+            lse = self.lse_negatives(scaled)
+            if not self.single:
+                lse = lse[self.rows]
+            out.append(lse - self.positive(scaled))
+        return out
 
     def per_anchor(self, pair_values: torch.Tensor) -> torch.Tensor:
         """Average the values of each anchor's positives: [P] -> [A]."""

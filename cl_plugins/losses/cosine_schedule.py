@@ -43,6 +43,8 @@ class CosineScheduleLoss(ContrastiveLoss):
         z1, z2: [N, D] -> scalar (or [A] with ``reduction="none"``).
     """
 
+    scalar_temperature = True
+
     step_count: torch.Tensor
 
     def __init__(self, tau_min: float = 0.1, tau_max: float = 1.0, period: float = 400, **kwargs: Any) -> None:

@@ -44,6 +44,8 @@ class DualTemperatureLoss(ContrastiveLoss):
         z1, z2: [N, D] -> scalar (or [A] with ``reduction="none"``).
     """
 
+    scalar_temperature = True
+
     def __init__(self, tau_alpha: float = 0.1, tau_beta: float = 1.0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if self.decoupled:
@@ -56,10 +58,10 @@ class DualTemperatureLoss(ContrastiveLoss):
         return sim / self.tau_alpha
 
     def pair_loss(self, logits: torch.Tensor, sim: torch.Tensor, pairs: Pairs) -> torch.Tensor:
-        d_alpha = pairs.d(logits)
+        d_alpha, d_beta = pairs.d_with(logits, (self.tau_alpha / self.tau_beta,))
         self.record_d(d_alpha)
         with torch.no_grad():
-            w_beta = torch.sigmoid(pairs.d(sim / self.tau_beta))
+            w_beta = torch.sigmoid(d_beta)
             value = w_beta * reweighted_nll(d_alpha)
             self.record(w_beta_mean=w_beta.mean())
         # sg(W_b / W_a) * softplus(d_a) has gradient W_b * d(d_a); written so that it stays

@@ -37,6 +37,8 @@ class InfoNCELoss(ContrastiveLoss):
         z1, z2: [N, D] -> scalar (or [A] with ``reduction="none"``).
     """
 
+    scalar_temperature = True
+
     def __init__(self, tau: float = 0.1, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.tau = check_positive("tau", tau)

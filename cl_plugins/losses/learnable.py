@@ -49,6 +49,8 @@ class LearnableTemperatureLoss(ContrastiveLoss):
         z1, z2: [N, D] -> scalar (or [A] with ``reduction="none"``).
     """
 
+    scalar_temperature = True
+
     def __init__(self, init_tau: float = 0.07, min_tau: float = 0.01, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         init_tau = check_positive("init_tau", init_tau)

@@ -55,6 +55,8 @@ class MACLLoss(ContrastiveLoss):
         z1, z2: [N, D] -> scalar (or [A] with ``reduction="none"``).
     """
 
+    scalar_temperature = True
+
     def __init__(
         self,
         tau0: float = 0.1,

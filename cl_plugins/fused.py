@@ -1,0 +1,105 @@
+"""Fast path for scalar temperatures: logits that are never materialised twice.
+
+For a scalar temperature the logits of a block are ``(a / tau) @ c.T`` with L2-normalised
+anchors ``a`` and candidates ``c``. :class:`LazyLogits` represents them without computing
+them; ``sim / tau`` on it only rescales. :func:`negative_lse` then computes the log-sum-exp
+over each anchor's negatives in one [A, M] buffer: matmul, mask, row max, ``exp`` in place,
+row sum. The buffer holds the softmax numerators that backward needs and is overwritten in
+place there, so the whole loss stores one [A, M] tensor (F.cross_entropy keeps several) and
+makes three passes over it forward and one backward.
+
+Extra no-grad log-sum-exps at other scales (dual temperature's tau_beta) reuse the same
+buffer before it is overwritten.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import torch
+
+NEG_INF = float("-inf")
+# elements of one row chunk (1 MiB of float32): small enough to stay in a core's cache
+CHUNK_ELEMENTS = 1 << 18
+
+
+class _NegativeLSE(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a, c, exclude_cols, ratios):  # type: ignore[override]
+        with torch.autocast(device_type=a.device.type, enabled=False):
+            return _NegativeLSE._forward(ctx, a, c, exclude_cols, ratios)
+
+    @staticmethod
+    def _forward(ctx, a, c, exclude_cols, ratios):  # type: ignore[no-untyped-def]
+        x = a @ c.T
+        if exclude_cols is not None:
+            x.scatter_(1, exclude_cols, NEG_INF)
+        n_rows = x.shape[0]
+        m = x.new_empty(n_rows, 1)
+        s = x.new_empty(n_rows, 1)
+        extras = [x.new_empty(n_rows) for _ in ratios]
+        # row chunks that stay in cache: max, exp and sums then cost about one pass over x
+        step = max(1, CHUNK_ELEMENTS // max(1, x.shape[1]))
+        for start in range(0, n_rows, step):
+            xc = x[start : start + step]
+            mc = xc.amax(dim=1, keepdim=True)  # finite: every row keeps at least one negative
+            for out, r in zip(extras, ratios):
+                out[start : start + step] = r * mc.squeeze(1) + torch.sub(xc, mc).mul_(r).exp_().sum(dim=1).log_()
+            xc.sub_(mc).exp_()
+            m[start : start + step] = mc
+            s[start : start + step] = xc.sum(dim=1, keepdim=True)
+        ctx.save_for_backward(a, c, x, s)
+        ctx.consumed = False
+        ctx.mark_non_differentiable(*extras)
+        return (m + s.log()).squeeze(1), *extras
+
+    @staticmethod
+    def backward(ctx, grad, *unused):  # type: ignore[override]
+        if ctx.consumed:
+            raise RuntimeError(
+                "the fused loss path frees its buffer in backward and cannot be differentiated twice "
+                "(retain_graph=True); build the loss with fused=False for that"
+            )
+        ctx.consumed = True
+        a, c, x, s = ctx.saved_tensors
+        g = x.mul_(grad[:, None] / s)  # softmax over the negatives, times the incoming gradient
+        grad_a = g @ c if ctx.needs_input_grad[0] else None
+        grad_c = g.T @ a if ctx.needs_input_grad[1] else None
+        return grad_a, grad_c, None, None
+
+
+@dataclass(frozen=True)
+class LazyLogits:
+    """``scale * (anchors @ candidates.T)``, plus a separate positive column for queues.
+
+    Shapes:
+        anchors: [A, D] and candidates: [M, D], both L2-normalised; positives: [A, D] or None.
+    """
+
+    anchors: torch.Tensor
+    candidates: torch.Tensor
+    positives: torch.Tensor | None = None
+    scale: float | torch.Tensor = 1.0
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.anchors.dtype
+
+    def __truediv__(self, tau: float | torch.Tensor) -> LazyLogits:
+        return replace(self, scale=self.scale / tau)
+
+    def scaled_anchors(self) -> torch.Tensor:
+        if isinstance(self.scale, float) and self.scale == 1.0:
+            return self.anchors
+        return self.anchors * self.scale
+
+    def positive(self, cols: torch.Tensor) -> torch.Tensor:
+        """Logits of the positive pairs [A]."""
+        p = self.positives if self.positives is not None else self.candidates.index_select(0, cols)
+        return (self.scaled_anchors() * p).sum(dim=1)
+
+    def negative_lse(self, exclude_cols: torch.Tensor | None, ratios: tuple[float, ...] = ()) -> list[torch.Tensor]:
+        """LSE over negatives [A] at this scale, then (no grad) at ``scale * r`` for each r."""
+        # with separate positives (queue) every candidate is a negative
+        exclude = None if self.positives is not None else exclude_cols
+        return list(_NegativeLSE.apply(self.scaled_anchors(), self.candidates, exclude, tuple(ratios)))
