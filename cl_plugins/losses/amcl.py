@@ -23,9 +23,8 @@ variant (Eq. 2.4 / appendix Eq. 9) with the positive inside the max / LSE. Heads
 
 The temperature MLP takes the raw (un-normalised) head projections, as the official code
 does; its first layer is split (W[z_i; z_j] = Wa z_i + Wb z_j) and the LSE form evaluates it
-in chunks (:mod:`cl_plugins.pair_mlp`), never materialising an [A, M, hidden] tensor. Each
-head's loss is checkpointed when not distributed, so only one head's [A, M] tensors are alive
-at a time.
+chunk by chunk (:mod:`cl_plugins.amcl_kernel`), recomputing chunks in backward: no
+[A, M, hidden] tensor is ever built and no [A, M] tensor is kept for backward.
 
 Paper: Wang, Koniusz, Gedeon, Zheng, "Adaptive Multi-head Contrastive Learning" (ECCV 2024).
 The official code does not run and trains a positives-only loss; this is Eq. 2.1 / 6-9.
@@ -42,14 +41,11 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
-from torch.utils.checkpoint import checkpoint
 
+from ..amcl_kernel import amcl_negative_lse, rowwise_scores
 from ..base import ContrastiveLoss
-from ..distributed import is_distributed
 from ..layouts import PairBlock
-from ..pair_mlp import pair_scores, rowwise_scores
 from ..pairs import Pairs
 from ..registry import register_loss
 from ..validation import check_choice, check_feature_dim, check_pair, check_positive
@@ -192,57 +188,53 @@ class AMCLLoss(ContrastiveLoss):
         )
 
     def _head_block_loss(self, head: int, block: PairBlock) -> torch.Tensor:
-        args = (block.anchors, block.candidates)
-        fn = lambda anchors, candidates: self._block_terms(head, block, anchors, candidates)  # noqa: E731
-        if torch.is_grad_enabled() and not is_distributed():
-            per_anchor, stats = checkpoint(fn, *args, use_reentrant=False)
-        else:
-            per_anchor, stats = fn(*args)
-        self.record(tau_pos_mean=stats[0], tau_neg_mean=stats[1], tau_min=stats[2], tau_max=stats[3])
-        return per_anchor
-
-    def _block_terms(
-        self, head: int, block: PairBlock, anchors: torch.Tensor, candidates: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        block = PairBlock(
-            anchors, candidates, block.pos_cols, block.exclude_cols, candidates_are_anchors=block.candidates_are_anchors
-        )
         pairs = Pairs.from_block(block)
-        sim = block.cosine()
         mlp = self.temperature_mlp(head)
-        with torch.autocast(device_type=anchors.device.type, enabled=False):
-            a, b = mlp.split(anchors, candidates)
-            w2 = mlp.second.weight.to(a.dtype)[0]
+        with torch.autocast(device_type=block.anchors.device.type, enabled=False):
+            lazy = block.lazy()  # L2-normalised anchors / candidates, float32 or wider
+            a_n, c_n = lazy.anchors, lazy.candidates
+            pa, pb = mlp.split(block.anchors, block.candidates)
+            w2 = mlp.second.weight.to(pa.dtype)[0]
+            # the positive pair: -s_p / tau_p + beta * Omega(tau_p)
+            s_pos = lazy.positive(pairs.cols)
+            tau_pos = mlp.bound(rowwise_scores(pa, pb.index_select(0, pairs.cols), w2))
+            l_pos = s_pos / tau_pos - self.beta * amcl_regulariser(tau_pos, self.proj_dim)
             if self.negatives == "lse":
-                tau = mlp.bound(pair_scores(a, b, w2, self.chunk_elements))
-                logits = sim / tau - self.beta * amcl_regulariser(tau, self.proj_dim)
-                d = pairs.d(logits)
-                loss = d if self.decoupled else F.softplus(d)
+                exclude = pairs.exclude_cols if self.decoupled else pairs.exclude_cols[:, 1:]
+                lse, tau_stats = amcl_negative_lse(
+                    a_n,
+                    c_n,
+                    pa,
+                    pb,
+                    w2,
+                    mlp.second.bias.to(pa.dtype)[0],
+                    exclude if exclude.shape[1] else None,
+                    iota=self.iota,
+                    eta=self.eta,
+                    beta=self.beta,
+                    proj_dim=self.proj_dim,
+                    chunk_elements=self.chunk_elements,
+                )
+                n_terms = pairs.n_rows * (pairs.n_cols - (exclude.shape[1]))
+                self.record(tau_neg_mean=tau_stats[0] / n_terms, tau_min=tau_stats[1], tau_max=tau_stats[2])
+                loss = lse - l_pos
+            else:
+                # max: only the hardest candidate by raw similarity needs a temperature
                 with torch.no_grad():
-                    neg = pairs.negative_logits(tau)
-                    stats = torch.stack(
-                        [
-                            pairs.positive(tau).mean(),
-                            neg.clamp(min=0).sum() / pairs.negative_count(),
-                            torch.where(torch.isinf(neg), torch.inf, neg).amin(),
-                            neg.amax(),
-                        ]
-                    )
-                return loss, stats
-            # max: only the positive and the hardest candidate by raw similarity need a tau
-            with torch.no_grad():
-                masked = pairs.negative_logits(sim)
-                if not self.decoupled:
-                    masked = masked.scatter(1, pairs.cols[:, None], pairs.positive(sim)[:, None])
-                hard = masked.argmax(dim=1)
-            cols = torch.stack([pairs.cols, hard], dim=1)  # [A, 2]
-            tau = mlp.bound(rowwise_scores(a[:, None, :], b[cols], w2))  # [A, 2]
-            s = sim.gather(1, cols)
-            logit = s / tau - self.beta * amcl_regulariser(tau, self.proj_dim)
-            loss = logit[:, 1] - logit[:, 0]
-            with torch.no_grad():
-                stats = torch.stack([tau[:, 0].mean(), tau[:, 1].mean(), tau.amin(), tau.amax()])
-            return loss, stats
+                    masked = pairs.negative_logits(a_n @ c_n.T)
+                    if not self.decoupled:
+                        masked.scatter_(1, pairs.cols[:, None], s_pos.detach()[:, None])
+                    hard = masked.argmax(dim=1)
+                s_hard = (a_n * c_n.index_select(0, hard)).sum(dim=1)
+                tau_hard = mlp.bound(rowwise_scores(pa, pb.index_select(0, hard), w2))
+                l_hard = s_hard / tau_hard - self.beta * amcl_regulariser(tau_hard, self.proj_dim)
+                with torch.no_grad():
+                    both = torch.cat([tau_pos, tau_hard])
+                    self.record(tau_neg_mean=tau_hard.mean(), tau_min=both.min(), tau_max=both.max())
+                loss = l_hard - l_pos
+        with torch.no_grad():
+            self.record(alignment=s_pos.mean(), tau_pos_mean=tau_pos.mean())
+        return loss
 
     def extra_repr(self) -> str:
         return (
