@@ -271,7 +271,8 @@ def main() -> None:
         f"torch {torch.__version__}, {datetime.date.today()}, median of {args.repeats} runs; ratios are "
         "to our `infonce` and to the hand-written `F.cross_entropy` on the same layout and N.",
         "",
-        "| N | case | layout | time (ms) | × our infonce | × F.cross_entropy | peak memory (MiB) | memory × our infonce |",
+        "| N | case | layout | time (ms) | × our infonce | × F.cross_entropy | peak memory (MiB) "
+        "| memory × our infonce |",
         "|---:|---|---|---:|---:|---:|---:|---:|",
     ]
     for r in results:

@@ -183,8 +183,7 @@ class ContrastiveLoss(nn.Module):
         return self.pairs_loss(block.cosine(), Pairs.from_block(block))
 
     def pairs_loss(self, sim: torch.Tensor, pairs: Pairs) -> torch.Tensor:
-        with torch.no_grad():
-            self.record(alignment=pairs.positive(sim).mean())
+        self.record(alignment=pairs.positive(sim).detach().mean())
         logits = self.logits(sim, pairs)
         if pairs.hard_cols is not None and self.hard_negative_weight != 0.0:
             bias = logits.new_full(pairs.hard_cols.shape, self.hard_negative_weight)

@@ -14,7 +14,7 @@ buffer before it is overwritten.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -80,6 +80,8 @@ class LazyLogits:
     candidates: torch.Tensor
     positives: torch.Tensor | None = None
     scale: float | torch.Tensor = 1.0
+    # cosines of the positive pairs, shared by every rescaled copy (computed once per block)
+    _positive_cache: dict[str, torch.Tensor] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def dtype(self) -> torch.dtype:
@@ -95,8 +97,15 @@ class LazyLogits:
 
     def positive(self, cols: torch.Tensor) -> torch.Tensor:
         """Logits of the positive pairs [A]."""
-        p = self.positives if self.positives is not None else self.candidates.index_select(0, cols)
-        return (self.scaled_anchors() * p).sum(dim=1)
+        cos = self._positive_cache.get("cos")
+        if cos is None:
+            p = self.positives if self.positives is not None else self.candidates.index_select(0, cols)
+            cos = (self.anchors * p).sum(dim=1)
+            if torch.is_grad_enabled():  # a no-grad result must not stand in for the graph later
+                self._positive_cache["cos"] = cos
+        if isinstance(self.scale, float) and self.scale == 1.0:
+            return cos
+        return cos * self.scale
 
     def negative_lse(self, exclude_cols: torch.Tensor | None, ratios: tuple[float, ...] = ()) -> list[torch.Tensor]:
         """LSE over negatives [A] at this scale, then (no grad) at ``scale * r`` for each r."""

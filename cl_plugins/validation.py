@@ -50,13 +50,17 @@ def check_embeddings(z: torch.Tensor, name: str) -> None:
     if z.shape[0] == 0 or z.shape[1] == 0:
         raise ValueError(f"{name} is empty (shape {tuple(z.shape)}); pass at least one row and one feature")
     with torch.no_grad():
-        if not bool(torch.isfinite(z).all()):
-            raise ValueError(
-                f"{name} contains NaN or inf; check the encoder (learning rate, fp16 overflow) before the loss"
-            )
-        zero = z.detach().abs().amax(dim=1) == 0
-        if bool(zero.any()):
-            rows = zero.nonzero().flatten()[:5].tolist()
+        # one pass: the row norm is NaN/inf for non-finite rows (or rows whose norm overflows,
+        # which normalisation would also break) and 0 for all-zero rows
+        norms = torch.linalg.vector_norm(z.detach(), dim=1, dtype=torch.promote_types(z.dtype, torch.float32))
+        if bool((~torch.isfinite(norms) | (norms == 0)).any()):
+            if not bool(torch.isfinite(z).all()):
+                raise ValueError(
+                    f"{name} contains NaN or inf; check the encoder (learning rate, fp16 overflow) before the loss"
+                )
+            if not bool(torch.isfinite(norms).all()):
+                raise ValueError(f"the norm of some rows of {name} overflows; rescale {name}")
+            rows = (norms == 0).nonzero().flatten()[:5].tolist()
             raise ValueError(
                 f"{name} has all-zero rows {rows}; a zero vector has no direction, so its cosine "
                 "similarity is undefined. Remove those rows or fix the encoder output."
