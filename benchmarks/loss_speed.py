@@ -100,7 +100,6 @@ def ours(name: str, **kwargs) -> Callable[[], Loss]:
 CASES: dict[str, tuple[str, Callable[[], Loss | None]]] = {
     # label: (layout, factory)
     "F.cross_entropy NT-Xent": ("simclr", lambda: plain_simclr),
-    "pytorch-metric-learning NTXentLoss": ("simclr", pml_ntxent),
     "lightly NTXentLoss": ("simclr", lightly_ntxent),
     "infonce": ("simclr", ours("infonce", tau=TAU)),
     "learnable": ("simclr", ours("learnable", init_tau=TAU)),
@@ -116,6 +115,8 @@ CASES: dict[str, tuple[str, Callable[[], Loss | None]]] = {
     "F.cross_entropy (cross-view)": ("cross_view", lambda: plain_cross_view),
     "info-nce-pytorch InfoNCE": ("cross_view", info_nce),
     "infonce (cross-view)": ("cross_view", ours("infonce", tau=TAU, layout="cross_view")),
+    # last: its O(N^3) allocations disturb the timings of whatever runs right after it
+    "pytorch-metric-learning NTXentLoss": ("simclr", pml_ntxent),
 }
 SCALAR = {"infonce", "learnable", "macl", "dual_temperature", "dcl", "flatnce", "cosine_schedule"}
 
@@ -142,18 +143,31 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def time_case(fn: Loss, n: int, dim: int, device: str, repeats: int) -> float:
+def time_cases(
+    fns: dict[str, Loss], n: int, dim: int, device: str, repeats: int, budget_s: float = 0.5
+) -> dict[str, float]:
+    """Median forward+backward time of each case, runs interleaved round-robin so that slow
+    drifts of the machine (frequency, other load) hit every case alike. At least ``repeats``
+    rounds, more for fast cases (until about ``budget_s`` per case is spent)."""
     z1, z2 = inputs(n, dim, device)
-    fn(z1, z2).backward()  # warm-up
-    times = []
-    for _ in range(repeats):
-        z1.grad = z2.grad = None
+    first = {}
+    for label, fn in fns.items():  # warm-up
         sync(device)
         start = time.perf_counter()
         fn(z1, z2).backward()
         sync(device)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        first[label] = time.perf_counter() - start
+    rounds = max(repeats, min(50, int(budget_s / max(max(first.values()), 1e-6))))
+    times: dict[str, list[float]] = {label: [] for label in fns}
+    for _ in range(rounds):
+        for label, fn in fns.items():
+            z1.grad = z2.grad = None
+            sync(device)
+            start = time.perf_counter()
+            fn(z1, z2).backward()
+            sync(device)
+            times[label].append(time.perf_counter() - start)
+    return {label: statistics.median(t) for label, t in times.items()}
 
 
 # ---------------------------------------------------------------------------- memory
@@ -227,6 +241,13 @@ def main() -> None:
         default=1024,
         help="skip AMCL's LSE form above this N (its cost is O(N^2 * hidden) per head)",
     )
+    parser.add_argument(
+        "--pml-max-n",
+        type=int,
+        default=256,
+        help="skip pytorch-metric-learning above this N: its NTXentLoss builds a "
+        "[2N, 2N(2N-2)] positive-by-negative-pair matrix, O(N^3) memory",
+    )
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory subprocesses")
     parser.add_argument("--output", type=Path, help="write the markdown table to this file")
     parser.add_argument("--append", action="store_true", help="append to --output instead of overwriting")
@@ -241,22 +262,33 @@ def main() -> None:
 
     results = []
     for n in args.sizes:
+        fns: dict[str, Loss] = {}
         for label in args.cases:
             layout = CASES[label][0]
+            skip = None
             if "lse" in label and n > args.amcl_lse_max_n:
-                results.append(
-                    dict(case=label, layout=layout, n=n, ms=None, mib=None, note="skipped (--amcl-lse-max-n)")
-                )
-                continue
-            fn = build(label, args.dim, args.device)
+                skip = "skipped: O(N²·hidden) time (--amcl-lse-max-n)"
+            elif label.startswith("pytorch-metric-learning") and n > args.pml_max_n:
+                skip = "skipped: O(N³) memory (--pml-max-n)"
+            fn = None if skip else build(label, args.dim, args.device)
             if fn is None:
-                results.append(dict(case=label, layout=layout, n=n, ms=None, mib=None, note="not importable here"))
-                continue
-            repeats = 1 if "lse" in label and n > 512 else args.repeats
-            ms = 1e3 * time_case(fn, n, args.dim, args.device, repeats)
+                skip = skip or "not importable here"
+                results.append(dict(case=label, layout=layout, n=n, ms=None, mib=None, note=skip))
+            else:
+                fns[label] = fn
+        # the slow ones (AMCL's LSE form, pytorch-metric-learning) are timed on their own
+        slow = {k: v for k, v in fns.items() if "lse" in k or k.startswith("pytorch-metric")}
+        fast = {k: v for k, v in fns.items() if k not in slow}
+        timings = time_cases(fast, n, args.dim, args.device, args.repeats)
+        for label, fn in slow.items():
+            timings.update(time_cases({label: fn}, n, args.dim, args.device, 1 if n > 512 else 3))
+        for label in fns:
+            ms = 1e3 * timings[label]
             mib = None if args.no_memory else measure_memory(label, n, args.dim, args.device)
-            results.append(dict(case=label, layout=layout, n=n, ms=ms, mib=mib, note=""))
+            results.append(dict(case=label, layout=CASES[label][0], n=n, ms=ms, mib=mib, note=""))
             print(f"N={n:5d} {label:38s} {ms:10.2f} ms  {fmt(mib, '8.1f')} MiB", flush=True)
+        order = {label: i for i, label in enumerate(args.cases)}
+        results.sort(key=lambda r: (r["n"], order[r["case"]]))
 
     def ref(n: int, layout: str, key: str) -> dict | None:
         label = {
@@ -268,7 +300,7 @@ def main() -> None:
     lines = [
         f"### {machine(args.device)}: D = {args.dim}, fp32, forward + backward",
         "",
-        f"torch {torch.__version__}, {datetime.date.today()}, median of {args.repeats} runs; ratios are "
+        f"torch {torch.__version__}, {datetime.date.today()}, median of ≥ {args.repeats} interleaved runs; ratios are "
         "to our `infonce` and to the hand-written `F.cross_entropy` on the same layout and N.",
         "",
         "| N | case | layout | time (ms) | × our infonce | × F.cross_entropy | peak memory (MiB) "

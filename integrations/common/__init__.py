@@ -1,0 +1,1 @@
+"""Pieces every adapter shares: data locations, seeding, tracking."""

@@ -1,0 +1,41 @@
+"""Where data lives: ``$CL_PLUGINS_DATA`` first, then the canonical default, else a clear error.
+
+Every loader names its files relative to the data root in their canonical layout (the layout
+the original projects download to), so the same code works online and offline.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+ENV = "CL_PLUGINS_DATA"
+DEFAULT_ROOT = Path.home() / ".cache" / "cl_plugins" / "data"
+
+
+def data_root() -> Path:
+    """``$CL_PLUGINS_DATA`` if set, else ``~/.cache/cl_plugins/data``."""
+    return Path(os.environ.get(ENV, DEFAULT_ROOT)).expanduser()
+
+
+def data_path(relative: str | Path, *, hint: str = "", root: str | Path | None = None) -> Path:
+    """Absolute path of ``relative`` under the data root; raises if it does not exist.
+
+    ``hint`` says where the file comes from (a download script, a URL) for the error message.
+    """
+    base = Path(root).expanduser() if root is not None else data_root()
+    path = base / relative
+    if not path.exists():
+        where = f"the data root {base}" + ("" if root is not None else f" (${ENV}={os.environ.get(ENV, '<unset>')})")
+        raise FileNotFoundError(
+            f"{relative} was not found under {where}. Set {ENV} to the folder that holds it"
+            + (f"; it comes from {hint}" if hint else "")
+        )
+    return path
+
+
+def cache_dir(name: str) -> Path:
+    """A writable cache folder (the data root may be read-only)."""
+    path = Path(os.environ.get("CL_PLUGINS_CACHE", Path.home() / ".cache" / "cl_plugins")) / name
+    path.mkdir(parents=True, exist_ok=True)
+    return path

@@ -1,0 +1,1 @@
+"""SimCSE with any cl-plugins temperature strategy: model, training, patching, evaluation."""

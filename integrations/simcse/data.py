@@ -1,0 +1,117 @@
+"""SimCSE training data: one sentence per line (unsupervised) or ``sent0,sent1,hard_neg`` CSV.
+
+The collator tokenises on the fly: unsupervised batches repeat each sentence (dropout makes the
+two views differ), supervised ones stack (premise, entailment, contradiction). Optional MLM
+inputs follow SimCSE / BERT (15% of tokens: 80% [MASK], 10% random, 10% kept).
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils.data import Dataset
+
+
+def read_sentences(path: str | Path, limit: int | None = None) -> list[str]:
+    """One sentence per line (``wiki1m_for_simcse.txt``); empty lines are skipped."""
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                out.append(line)
+                if limit is not None and len(out) >= limit:
+                    break
+    if not out:
+        raise ValueError(f"{path} holds no sentences")
+    return out
+
+
+def read_triples(path: str | Path, limit: int | None = None) -> list[tuple[str, ...]]:
+    """``sent0,sent1[,hard_neg]`` CSV with a header (``nli_for_simcse.csv``)."""
+    with open(path, encoding="utf-8", newline="") as f:
+        reader = csv.DictReader(f)
+        fields = reader.fieldnames or []
+        if "sent0" not in fields or "sent1" not in fields:
+            raise ValueError(f"{path} must have columns sent0, sent1 (and optionally hard_neg); found {fields}")
+        cols = ["sent0", "sent1"] + (["hard_neg"] if "hard_neg" in fields else [])
+        rows = []
+        for row in reader:
+            rows.append(tuple(row[c] for c in cols))
+            if limit is not None and len(rows) >= limit:
+                break
+    return rows
+
+
+class TextDataset(Dataset):
+    """Items are tuples of 1 (unsupervised) or 2-3 (supervised) sentences."""
+
+    def __init__(self, items: list[tuple[str, ...]] | list[str]) -> None:
+        self.items = [(x,) if isinstance(x, str) else tuple(x) for x in items]
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: int) -> tuple[str, ...]:
+        return self.items[i]
+
+
+def mask_tokens(
+    input_ids: torch.Tensor, tokenizer: Any, probability: float = 0.15, generator: torch.Generator | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """BERT's MLM corruption; labels are -100 except at the selected positions."""
+    labels = input_ids.clone()
+    special = torch.tensor(
+        [tokenizer.get_special_tokens_mask(ids, already_has_special_tokens=True) for ids in input_ids.tolist()],
+        dtype=torch.bool,
+    ) | (input_ids == tokenizer.pad_token_id)
+    chosen = torch.bernoulli(torch.full(labels.shape, probability), generator=generator).bool() & ~special
+    labels[~chosen] = -100
+    inputs = input_ids.clone()
+    masked = torch.bernoulli(torch.full(labels.shape, 0.8), generator=generator).bool() & chosen
+    inputs[masked] = tokenizer.mask_token_id
+    rand = torch.bernoulli(torch.full(labels.shape, 0.5), generator=generator).bool() & chosen & ~masked
+    inputs[rand] = torch.randint(len(tokenizer), labels.shape, generator=generator)[rand]
+    return inputs, labels
+
+
+@dataclass
+class Collator:
+    """Tokenise a list of items into [B, S, L] tensors (S = 2 unsupervised, 2-3 supervised)."""
+
+    tokenizer: Any
+    max_length: int = 32
+    do_mlm: bool = False
+    mlm_probability: float = 0.15
+
+    def __call__(self, items: list[tuple[str, ...]]) -> dict[str, torch.Tensor]:
+        views = 2 if len(items[0]) == 1 else len(items[0])
+        flat = [item[0] if len(item) == 1 else item[k] for item in items for k in range(views)]
+        enc = self.tokenizer(flat, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
+        batch = {k: v.view(len(items), views, -1) for k, v in enc.items()}
+        if self.do_mlm:
+            inputs, labels = mask_tokens(enc["input_ids"], self.tokenizer, self.mlm_probability)
+            batch["mlm_input_ids"] = inputs.view(len(items), views, -1)
+            batch["mlm_labels"] = labels.view(len(items), views, -1)
+        return batch
+
+
+class EpochSampler(torch.utils.data.Sampler[int]):
+    """A seeded shuffle that depends only on (seed, epoch): resuming reproduces the order."""
+
+    def __init__(self, n: int, seed: int) -> None:
+        self.n, self.seed, self.epoch = n, seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        g = torch.Generator().manual_seed(self.seed * 10_007 + self.epoch)
+        return iter(torch.randperm(self.n, generator=g).tolist())
+
+    def __len__(self) -> int:
+        return self.n

@@ -1,0 +1,184 @@
+"""SimCSE's sentence encoder (poolers, MLP head, optional MLM) around any Hugging Face BERT/RoBERTa.
+
+Poolers are SimCSE's (``simcse/models.py``):
+
+* ``cls``: [CLS] of the last layer, followed during training by an MLP (Linear + Tanh); the MLP
+  is also used at inference unless ``mlp_only_train`` (SimCSE's unsupervised recipe);
+* ``cls_before_pooler``: [CLS] of the last layer, no MLP;
+* ``avg``: mask-weighted mean of the last layer;
+* ``avg_top2``: mean of the last two layers, then mask-weighted mean;
+* ``avg_first_last``: mean of the first (embedding output) and the last layer, then mask-weighted mean.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import cl_plugins as clp
+
+POOLERS = ("cls", "cls_before_pooler", "avg", "avg_top2", "avg_first_last")
+
+
+def pool(pooler: str, attention_mask: torch.Tensor, outputs: Any) -> torch.Tensor:
+    """Sentence vectors [B, H] from a transformer's outputs (``hidden_states`` for the avg_* poolers)."""
+    if pooler in ("cls", "cls_before_pooler"):
+        return outputs.last_hidden_state[:, 0]
+    mask = attention_mask.unsqueeze(-1).to(outputs.last_hidden_state.dtype)
+    if pooler == "avg":
+        hidden = outputs.last_hidden_state
+    elif pooler == "avg_top2":
+        hidden = (outputs.hidden_states[-1] + outputs.hidden_states[-2]) / 2.0
+    elif pooler == "avg_first_last":
+        hidden = (outputs.hidden_states[0] + outputs.hidden_states[-1]) / 2.0
+    else:
+        raise ValueError(f"pooler must be one of {list(POOLERS)}, got {pooler!r}")
+    return (hidden * mask).sum(1) / mask.sum(1)
+
+
+class MLPHead(nn.Module):
+    """SimCSE's head over [CLS]: Linear(H, H) + Tanh."""
+
+    def __init__(self, hidden: int) -> None:
+        super().__init__()
+        self.dense = nn.Linear(hidden, hidden)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.dense(x))
+
+
+class SimCSEModel(nn.Module):
+    """Encoder + pooler (+ MLP) trained with a cl-plugins loss.
+
+    Args:
+        backbone: a Hugging Face ``PreTrainedModel`` (``AutoModel``), or an
+            ``AutoModelForMaskedLM`` when ``do_mlm`` (its base model is the encoder).
+        loss_fn: any cl-plugins loss; SimCSE's layout is ``cross_view`` (z1 anchors vs z2).
+        pooler: one of :data:`POOLERS`.
+        mlp_only_train: use the MLP in training only (unsupervised SimCSE).
+        do_mlm / mlm_weight: MLM auxiliary objective on ``mlm_input_ids`` / ``mlm_labels``.
+
+    Shapes:
+        forward(input_ids [B, S, L], attention_mask [B, S, L]) with S = 2 (unsupervised: the
+        same sentence twice, dropout is the augmentation) or 3 (supervised: premise, entailment,
+        contradiction as a hard negative) -> scalar loss.
+    """
+
+    def __init__(
+        self,
+        backbone: nn.Module,
+        loss_fn: nn.Module,
+        pooler: str = "cls",
+        mlp_only_train: bool = False,
+        do_mlm: bool = False,
+        mlm_weight: float = 0.1,
+    ) -> None:
+        super().__init__()
+        if pooler not in POOLERS:
+            raise ValueError(f"pooler must be one of {list(POOLERS)}, got {pooler!r}")
+        self.do_mlm = do_mlm
+        self.mlm_model = backbone if do_mlm else None
+        self.encoder = backbone.base_model if do_mlm else backbone
+        hidden = self.encoder.config.hidden_size
+        self.mlp = MLPHead(hidden) if pooler == "cls" else None
+        self.pooler, self.mlp_only_train, self.mlm_weight = pooler, mlp_only_train, mlm_weight
+        self.loss_fn = loss_fn
+        self.last_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, loss_fn: nn.Module, do_mlm: bool = False, **kwargs: Any) -> SimCSEModel:
+        from transformers import AutoModel, AutoModelForMaskedLM
+
+        loader = AutoModelForMaskedLM if do_mlm else AutoModel
+        backbone = loader.from_pretrained(str(path))
+        return cls(backbone, loss_fn, do_mlm=do_mlm, **kwargs)
+
+    def _needs_hidden_states(self) -> bool:
+        return self.pooler in ("avg_top2", "avg_first_last")
+
+    def embed(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        training_head: bool | None = None,
+    ) -> torch.Tensor:
+        """Sentence embeddings [B, H]; ``training_head`` forces the MLP on/off (default: SimCSE's rule)."""
+        outputs = self.encoder(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            output_hidden_states=self._needs_hidden_states(),
+            return_dict=True,
+        )
+        z = pool(self.pooler, attention_mask, outputs)
+        use_mlp = (self.training or not self.mlp_only_train) if training_head is None else training_head
+        if self.mlp is not None and use_mlp:
+            z = self.mlp(z)
+        return z
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        mlm_input_ids: torch.Tensor | None = None,
+        mlm_labels: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        if input_ids.dim() != 3 or input_ids.shape[1] not in (2, 3):
+            raise ValueError(
+                f"input_ids must have shape [batch, 2 or 3 sentences, length], got {tuple(input_ids.shape)}"
+            )
+        batch, n_sent, length = input_ids.shape
+        flat = dict(input_ids=input_ids.reshape(-1, length), attention_mask=attention_mask.reshape(-1, length))
+        if token_type_ids is not None:
+            flat["token_type_ids"] = token_type_ids.reshape(-1, length)
+        z = self.embed(**flat).view(batch, n_sent, -1)
+        z1, z2 = z[:, 0], z[:, 1]
+        self.last_embeddings = (z1.detach(), z2.detach())
+        loss = self.loss_fn(z1, z2, hard_negatives=z[:, 2] if n_sent == 3 else None)
+        if self.do_mlm and mlm_input_ids is not None and mlm_labels is not None:
+            assert self.mlm_model is not None
+            logits = self.mlm_model(
+                input_ids=mlm_input_ids.reshape(-1, length), attention_mask=flat["attention_mask"]
+            ).logits
+            loss = loss + self.mlm_weight * F.cross_entropy(logits.flatten(0, 1), mlm_labels.reshape(-1))
+        return loss
+
+    @torch.no_grad()
+    def encode(
+        self,
+        sentences: list[str],
+        tokenizer: Any,
+        batch_size: int = 128,
+        max_length: int | None = None,
+        device: torch.device | str | None = None,
+    ) -> torch.Tensor:
+        """Embeddings [n, H] of raw sentences, in eval mode, as SimCSE's evaluation batcher does."""
+        was_training = self.training
+        self.eval()
+        device = device or next(self.parameters()).device
+        out = []
+        for start in range(0, len(sentences), batch_size):
+            batch = tokenizer(
+                list(sentences[start : start + batch_size]),
+                padding=True,
+                truncation=max_length is not None,
+                max_length=max_length,
+                return_tensors="pt",
+            ).to(device)
+            out.append(
+                self.embed(batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids")).float().cpu()
+            )
+        self.train(was_training)
+        return torch.cat(out) if out else torch.empty(0, self.encoder.config.hidden_size)
+
+
+def build_loss_for_simcse(name: str, **kwargs: Any) -> nn.Module:
+    """A cl-plugins loss in SimCSE's layout (z1 anchors against z2, one direction)."""
+    kwargs.setdefault("layout", "cross_view")
+    return clp.build_loss(name, **kwargs)
