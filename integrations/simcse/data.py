@@ -8,6 +8,7 @@ inputs follow SimCSE / BERT (15% of tokens: 80% [MASK], 10% random, 10% kept).
 from __future__ import annotations
 
 import csv
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,8 +57,8 @@ class TextDataset(Dataset):
     def __len__(self) -> int:
         return len(self.items)
 
-    def __getitem__(self, i: int) -> tuple[str, ...]:
-        return self.items[i]
+    def __getitem__(self, i: int) -> tuple[int, tuple[str, ...]]:
+        return i, self.items[i]
 
 
 def mask_tokens(
@@ -81,20 +82,34 @@ def mask_tokens(
 
 @dataclass
 class Collator:
-    """Tokenise a list of items into [B, S, L] tensors (S = 2 unsupervised, 2-3 supervised)."""
+    """Tokenise ``(index, item)`` pairs into [B, S, L] tensors (S = 2 unsupervised, 2-3 supervised).
+
+    MLM masks come from a generator seeded by (seed, epoch, the batch's item indices), not from
+    the global RNG: data loaders prefetch batches, so global draws here would shift the dropout
+    stream and make a resumed run differ from an uninterrupted one.
+    """
 
     tokenizer: Any
     max_length: int = 32
     do_mlm: bool = False
     mlm_probability: float = 0.15
+    seed: int = 0
+    epoch: int = 0
 
-    def __call__(self, items: list[tuple[str, ...]]) -> dict[str, torch.Tensor]:
+    def _generator(self, indices: list[int]) -> torch.Generator:
+        key = f"{self.seed}:{self.epoch}:{','.join(map(str, indices))}".encode()
+        return torch.Generator().manual_seed(int(hashlib.sha256(key).hexdigest()[:15], 16))
+
+    def __call__(self, batch: list[tuple[int, tuple[str, ...]]]) -> dict[str, torch.Tensor]:
+        indices = [i for i, _ in batch]
+        items = [item for _, item in batch]
         views = 2 if len(items[0]) == 1 else len(items[0])
         flat = [item[0] if len(item) == 1 else item[k] for item in items for k in range(views)]
         enc = self.tokenizer(flat, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
         batch = {k: v.view(len(items), views, -1) for k, v in enc.items()}
         if self.do_mlm:
-            inputs, labels = mask_tokens(enc["input_ids"], self.tokenizer, self.mlm_probability)
+            generator = self._generator(indices)
+            inputs, labels = mask_tokens(enc["input_ids"], self.tokenizer, self.mlm_probability, generator)
             batch["mlm_input_ids"] = inputs.view(len(items), views, -1)
             batch["mlm_labels"] = labels.view(len(items), views, -1)
         return batch

@@ -81,13 +81,18 @@ class SimCSEModel(nn.Module):
         if pooler not in POOLERS:
             raise ValueError(f"pooler must be one of {list(POOLERS)}, got {pooler!r}")
         self.do_mlm = do_mlm
-        self.mlm_model = backbone if do_mlm else None
-        self.encoder = backbone.base_model if do_mlm else backbone
+        # registered once: two names for one module would make checkpoints drop "shared" tensors
+        self.backbone = backbone
         hidden = self.encoder.config.hidden_size
         self.mlp = MLPHead(hidden) if pooler == "cls" else None
         self.pooler, self.mlp_only_train, self.mlm_weight = pooler, mlp_only_train, mlm_weight
         self.loss_fn = loss_fn
         self.last_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    @property
+    def encoder(self) -> nn.Module:
+        """The transformer that embeds sentences (the MLM model's base model when ``do_mlm``)."""
+        return self.backbone.base_model if self.do_mlm else self.backbone
 
     @classmethod
     def from_pretrained(cls, path: str | Path, loss_fn: nn.Module, do_mlm: bool = False, **kwargs: Any) -> SimCSEModel:
@@ -142,8 +147,7 @@ class SimCSEModel(nn.Module):
         self.last_embeddings = (z1.detach(), z2.detach())
         loss = self.loss_fn(z1, z2, hard_negatives=z[:, 2] if n_sent == 3 else None)
         if self.do_mlm and mlm_input_ids is not None and mlm_labels is not None:
-            assert self.mlm_model is not None
-            logits = self.mlm_model(
+            logits = self.backbone(
                 input_ids=mlm_input_ids.reshape(-1, length), attention_mask=flat["attention_mask"]
             ).logits
             loss = loss + self.mlm_weight * F.cross_entropy(logits.flatten(0, 1), mlm_labels.reshape(-1))

@@ -1,0 +1,124 @@
+"""Evaluate a sentence encoder as SimCSE does: STS12-16, STS-B, SICK-R and the transfer tasks.
+
+    python -m integrations.simcse.evaluate --model DIR --pooler cls_before_pooler --tasks sts --mode test
+    python -m integrations.simcse.evaluate --model outputs/simcse/best --tasks sts,transfer --mode fasttest
+
+``DIR`` is any Hugging Face BERT/RoBERTa folder, or a folder written by our trainer (its pooler
+and MLP head are then read from ``cl_plugins_simcse.json`` unless ``--pooler`` overrides them).
+Data come from ``$CL_PLUGINS_DATA/sentence/SentEval/data/downstream`` (SentEval's layout).
+``--backend senteval`` runs an importable ``senteval`` package instead of our harness.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from integrations.senteval import engine
+
+from .model import POOLERS, SimCSEModel
+
+
+class _NoLoss(torch.nn.Module):
+    def forward(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+        raise RuntimeError("this model was loaded for evaluation only")
+
+
+def load_encoder(
+    path: str | Path,
+    pooler: str | None = None,
+    batch_size: int = 128,
+    max_length: int | None = None,
+    device: str = "cpu",
+):  # type: ignore[no-untyped-def]
+    """An ``encode(list[str]) -> np.ndarray`` function for the model in ``path``."""
+    from transformers import AutoModel, AutoTokenizer
+
+    path = Path(path)
+    settings_file = path / "cl_plugins_simcse.json"
+    settings = json.loads(settings_file.read_text()) if settings_file.exists() else {}
+    chosen = pooler or settings.get("pooler", "cls_before_pooler")
+    if chosen not in POOLERS:
+        raise ValueError(f"--pooler must be one of {list(POOLERS)}, got {chosen!r}")
+    model = SimCSEModel(
+        AutoModel.from_pretrained(str(path)),
+        _NoLoss(),
+        pooler=chosen,
+        mlp_only_train=settings.get("mlp_only_train", False),
+    )
+    if model.mlp is not None:
+        head = path / "simcse_mlp.pt"
+        if not head.exists():
+            raise FileNotFoundError(
+                f"pooler 'cls' needs the MLP head {head}; use --pooler cls_before_pooler for a plain checkpoint"
+            )
+        model.mlp.load_state_dict(torch.load(head, map_location="cpu"))
+    model.to(device).eval()
+    tokenizer = AutoTokenizer.from_pretrained(str(path))
+
+    def encode(sentences):  # type: ignore[no-untyped-def]
+        return model.encode(list(sentences), tokenizer, batch_size=batch_size, max_length=max_length).numpy()
+
+    return encode
+
+
+def run_senteval_package(encode, tasks: list[str], mode: str) -> dict[str, dict[str, float]]:  # type: ignore[no-untyped-def]
+    """The original SentEval (if importable), with SimCSE's parameters."""
+    import senteval  # noqa: PLC0415
+
+    from integrations.common.paths import data_path
+
+    task_path = str(data_path("sentence/SentEval/data"))
+    params = {"task_path": task_path, "usepytorch": True, "kfold": 10 if mode == "test" else 5}
+    params["classifier"] = (
+        {"nhid": 0, "optim": "adam", "batch_size": 64, "tenacity": 5, "epoch_size": 4}
+        if mode == "test"
+        else {"nhid": 0, "optim": "rmsprop", "batch_size": 128, "tenacity": 3, "epoch_size": 2}
+    )
+
+    def batcher(_params, batch):  # type: ignore[no-untyped-def]
+        return encode([" ".join(words) for words in batch])
+
+    se = senteval.engine.SE(params, batcher, lambda p, s: None)
+    return se.eval(tasks)
+
+
+def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", required=True, help="model folder (Hugging Face or written by our trainer)")
+    parser.add_argument("--pooler", choices=POOLERS, help="pooler (default: the trainer's, else cls_before_pooler)")
+    parser.add_argument("--tasks", default="sts", help="sts, transfer, full, or comma-separated task names")
+    parser.add_argument(
+        "--mode",
+        default="test",
+        choices=["test", "fasttest", "dev"],
+        help="test: 10-fold/Adam probes; fasttest: 5-fold/RMSprop; dev: STS-B/SICK-R dev only",
+    )
+    parser.add_argument("--batch_size", type=int, default=128, help="sentences per encoder call")
+    parser.add_argument("--max_length", type=int, help="truncate sentences (default: no truncation, as SimCSE)")
+    parser.add_argument("--transfer_limit", type=int, help="subsample transfer training sets (smoke tests only)")
+    parser.add_argument("--backend", default="ours", choices=["ours", "senteval"], help="our harness or SentEval")
+    parser.add_argument("--output", type=Path, help="write all results as JSON here")
+    parser.add_argument("--name", default="model", help="row label of the printed table")
+    args = parser.parse_args(argv)
+
+    encode = load_encoder(args.model, args.pooler, args.batch_size, args.max_length)
+    tasks = engine.expand_tasks(args.tasks)
+    if args.backend == "senteval":
+        results = run_senteval_package(encode, tasks, args.mode)
+    else:
+        results = engine.evaluate(encode, tasks, args.mode, transfer_limit=args.transfer_limit)
+    print(engine.format_table({args.name: results}))
+    if args.output:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps(results, indent=2, default=lambda o: float(np.asarray(o))))
+    return results
+
+
+if __name__ == "__main__":
+    main()

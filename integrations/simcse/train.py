@@ -1,0 +1,307 @@
+"""Train SimCSE (unsupervised or supervised) with any cl-plugins strategy, on Accelerate.
+
+    accelerate launch -m integrations.simcse.train --model DIR --train_file wiki1m_for_simcse.txt \\
+        --loss macl --loss_arg tau0=0.05 --loss_arg alpha=2 --loss_arg a0=0.8
+
+* ``--train_file`` ending in ``.csv`` is supervised (``sent0,sent1,hard_neg``), anything else is one
+  sentence per line (unsupervised: each sentence twice, dropout is the augmentation).
+* Under several processes the loss gathers embeddings with gradient, so negatives (and MACL's
+  alignment) are global; learnable / AMCL temperatures are parameters of the model.
+* ``--save_steps`` writes a full training state (model, optimizer, scheduler, RNG, data position)
+  to ``OUTPUT/checkpoints/step_N``; ``--resume latest`` (or a path) continues bit for bit.
+* Every ``--eval_steps`` the STS-B dev Spearman is computed and the best model is kept in
+  ``OUTPUT/best`` (SimCSE's model selection); the final model goes to ``OUTPUT/final``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import math
+import shutil
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader
+from tqdm.auto import tqdm
+
+import cl_plugins as clp
+
+from .data import Collator, EpochSampler, TextDataset, read_sentences, read_triples
+from .model import POOLERS, SimCSEModel, build_loss_for_simcse
+
+
+@dataclass
+class TrainConfig:
+    model: str = field(metadata={"help": "Hugging Face BERT/RoBERTa checkpoint directory (or hub name online)"})
+    train_file: str = field(metadata={"help": "one sentence per line (unsupervised) or sent0,sent1,hard_neg CSV"})
+    output_dir: str = field(default="outputs/simcse", metadata={"help": "where checkpoints, logs and models go"})
+    loss: str = field(default="infonce", metadata={"help": f"strategy: {', '.join(clp.available_losses())}"})
+    loss_args: dict = field(default_factory=dict, metadata={"help": "strategy parameters (see --loss_arg)"})
+    pooler: str = field(default="cls", metadata={"help": f"one of {', '.join(POOLERS)}"})
+    mlp_only_train: bool = field(default=False, metadata={"help": "use the MLP head in training only"})
+    do_mlm: bool = field(default=False, metadata={"help": "add the MLM auxiliary objective"})
+    mlm_weight: float = field(default=0.1, metadata={"help": "weight of the MLM objective"})
+    hard_negative_weight: float = field(default=0.0, metadata={"help": "logit bias of each anchor's hard negative"})
+    max_seq_length: int = field(default=32, metadata={"help": "truncate sentences to this many tokens"})
+    batch_size: int = field(default=64, metadata={"help": "sentences per process and step"})
+    learning_rate: float = field(default=3e-5, metadata={"help": "peak learning rate (linear decay)"})
+    weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay (never on temperatures)"})
+    warmup_ratio: float = field(default=0.0, metadata={"help": "fraction of steps of linear warm-up"})
+    epochs: float = field(default=1.0, metadata={"help": "passes over the training data"})
+    max_steps: int = field(default=-1, metadata={"help": "stop after this many optimizer steps (-1: epochs)"})
+    max_train_samples: int = field(default=-1, metadata={"help": "use only the first N training items (-1: all)"})
+    gradient_accumulation_steps: int = field(default=1, metadata={"help": "micro-batches per optimizer step"})
+    mixed_precision: str = field(default="no", metadata={"help": "no, fp16 or bf16"})
+    seed: int = field(default=42, metadata={"help": "seed of initialisation, data order and dropout"})
+    eval_steps: int = field(default=125, metadata={"help": "STS-B dev evaluation every N steps (0: never)"})
+    save_steps: int = field(default=0, metadata={"help": "full training-state checkpoint every N steps (0: never)"})
+    resume: str = field(default="", metadata={"help": "'latest' or a checkpoint folder to continue from"})
+    log_with: str = field(default="tensorboard", metadata={"help": "Accelerate tracker (tensorboard, wandb, none)"})
+    progress: bool = field(default=True, metadata={"help": "show a progress bar"})
+
+
+class TrainState:
+    """Counters saved with every checkpoint (registered with Accelerate)."""
+
+    def __init__(self) -> None:
+        self.step, self.epoch, self.step_in_epoch, self.best = 0, 0, 0, -math.inf
+
+    def state_dict(self) -> dict[str, Any]:
+        return dict(step=self.step, epoch=self.epoch, step_in_epoch=self.step_in_epoch, best=self.best)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.step, self.epoch = state["step"], state["epoch"]
+        self.step_in_epoch, self.best = state["step_in_epoch"], state["best"]
+
+
+def parse_loss_args(items: list[str]) -> dict[str, Any]:
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise ValueError(f"--loss_arg takes key=value, got {item!r}")
+        key, value = item.split("=", 1)
+        try:
+            out[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            out[key] = value
+    return out
+
+
+def alignment_uniformity(z1: torch.Tensor, z2: torch.Tensor) -> tuple[float, float]:
+    """Wang & Isola: E||f(x) - f(y)||^2 over positives, log E exp(-2 ||f(x) - f(y)||^2) over the batch."""
+    a, b = F.normalize(z1.float(), dim=1), F.normalize(z2.float(), dim=1)
+    align = (a - b).pow(2).sum(1).mean()
+    uniform = torch.pdist(a, p=2).pow(2).mul(-2).exp().mean().log() if len(a) > 1 else torch.tensor(0.0)
+    return float(align), float(uniform)
+
+
+def save_model(model: SimCSEModel, tokenizer: Any, path: Path, config: TrainConfig) -> None:
+    """Hugging Face folder of the encoder + tokenizer, the MLP head, and our settings."""
+    path.mkdir(parents=True, exist_ok=True)
+    model.encoder.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    if model.mlp is not None:
+        torch.save(model.mlp.state_dict(), path / "simcse_mlp.pt")
+    settings = dict(
+        pooler=model.pooler, mlp_only_train=model.mlp_only_train, loss=config.loss, loss_args=config.loss_args
+    )
+    (path / "cl_plugins_simcse.json").write_text(json.dumps(settings, indent=2))
+
+
+def dev_score(model: SimCSEModel, tokenizer: Any, max_length: int | None = None) -> float:
+    from integrations.senteval.sts import eval_relatedness
+
+    encode = lambda sents: model.encode(list(sents), tokenizer, max_length=max_length).numpy()  # noqa: E731
+    return eval_relatedness(encode, "STSBenchmark", ("dev",))["dev"]
+
+
+def latest_checkpoint(output_dir: Path) -> Path | None:
+    ckpts = sorted((output_dir / "checkpoints").glob("step_*"), key=lambda p: int(p.name.split("_")[1]))
+    return ckpts[-1] if ckpts else None
+
+
+def train(config: TrainConfig) -> dict[str, Any]:
+    """Run training; returns a summary (steps, best dev Spearman, paths)."""
+    from accelerate import Accelerator
+    from accelerate.utils import ProjectConfiguration, set_seed
+    from transformers import AutoTokenizer, get_linear_schedule_with_warmup
+
+    out = Path(config.output_dir)
+    accelerator = Accelerator(
+        gradient_accumulation_steps=config.gradient_accumulation_steps,
+        mixed_precision=config.mixed_precision,
+        log_with=None if config.log_with == "none" else config.log_with,
+        project_config=ProjectConfiguration(project_dir=str(out), logging_dir=str(out / "logs")),
+    )
+    set_seed(config.seed)
+    tokenizer = AutoTokenizer.from_pretrained(config.model)
+
+    limit = None if config.max_train_samples < 0 else config.max_train_samples
+    supervised = config.train_file.endswith(".csv")
+    items = read_triples(config.train_file, limit) if supervised else read_sentences(config.train_file, limit)
+    dataset = TextDataset(items)
+    sampler = EpochSampler(len(dataset), config.seed)
+    collate = Collator(tokenizer, config.max_seq_length, do_mlm=config.do_mlm, seed=config.seed)
+    # its own generator: creating an iterator draws a seed, which must not move the global (dropout) RNG,
+    # or a resumed run would see different dropout masks than an uninterrupted one
+    loader = DataLoader(
+        dataset,
+        batch_size=config.batch_size,
+        sampler=sampler,
+        collate_fn=collate,
+        drop_last=True,
+        generator=torch.Generator().manual_seed(config.seed),
+    )
+
+    loss_kwargs = dict(config.loss_args)
+    if config.loss == "amcl":
+        from transformers import AutoConfig
+
+        loss_kwargs.setdefault("dim", AutoConfig.from_pretrained(config.model).hidden_size)
+    if config.hard_negative_weight:
+        loss_kwargs["hard_negative_weight"] = config.hard_negative_weight
+    loss_fn = build_loss_for_simcse(config.loss, **loss_kwargs)
+    model = SimCSEModel.from_pretrained(
+        config.model,
+        loss_fn,
+        do_mlm=config.do_mlm,
+        pooler=config.pooler,
+        mlp_only_train=config.mlp_only_train,
+        mlm_weight=config.mlm_weight,
+    )
+    optimizer = torch.optim.AdamW(clp.param_groups(model, config.weight_decay), lr=config.learning_rate)
+
+    steps_per_epoch = max(1, len(loader) // config.gradient_accumulation_steps)
+    total = config.max_steps if config.max_steps > 0 else math.ceil(config.epochs * steps_per_epoch)
+    scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total), total)
+    model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
+    state = TrainState()
+    accelerator.register_for_checkpointing(state)
+
+    if config.resume:
+        path = latest_checkpoint(out) if config.resume == "latest" else Path(config.resume)
+        if path is None or not path.exists():
+            raise FileNotFoundError(f"--resume {config.resume}: no checkpoint found under {out / 'checkpoints'}")
+        accelerator.load_state(str(path))
+        accelerator.print(f"resumed from {path} at step {state.step}")
+
+    if accelerator.is_main_process and config.log_with != "none":
+        accelerator.init_trackers("simcse", config={k: str(v) for k, v in asdict(config).items()})
+    unwrapped: SimCSEModel = accelerator.unwrap_model(model)
+    bar = tqdm(
+        total=total,
+        initial=state.step,
+        disable=not (config.progress and accelerator.is_local_main_process),
+        desc=f"SimCSE {config.loss}",
+    )
+    model.train()
+    while state.step < total:
+        sampler.set_epoch(state.epoch)
+        collate.epoch = state.epoch
+        batches = accelerator.skip_first_batches(loader, state.step_in_epoch * config.gradient_accumulation_steps)
+        for batch in batches:
+            with accelerator.accumulate(model):
+                loss = model(**batch)
+                accelerator.backward(loss)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad()
+            if not accelerator.sync_gradients:
+                continue
+            for mod in unwrapped.loss_fn.modules():  # learned temperatures stay in range
+                if hasattr(mod, "clamp_"):
+                    mod.clamp_()
+                if isinstance(mod, clp.CosineScheduleLoss):
+                    mod.step()
+            state.step += 1
+            state.step_in_epoch += 1
+            bar.update(1)
+            logs = {"train/loss": float(loss.detach()), "train/lr": scheduler.get_last_lr()[0]}
+            logs.update({f"train/{k}": v for k, v in unwrapped.loss_fn.stats.items() if k != "loss"})
+            if unwrapped.last_embeddings is not None:
+                logs["train/align"], logs["train/uniformity"] = alignment_uniformity(*unwrapped.last_embeddings)
+            accelerator.log(logs, step=state.step)
+            bar.set_postfix(loss=f"{logs['train/loss']:.4f}", tau=f"{logs.get('train/tau_mean', float('nan')):.4f}")
+            if config.eval_steps and state.step % config.eval_steps == 0:
+                _evaluate_and_keep_best(accelerator, unwrapped, tokenizer, state, out, config)
+            if config.save_steps and state.step % config.save_steps == 0:
+                accelerator.save_state(str(out / "checkpoints" / f"step_{state.step}"))
+            if state.step >= total:
+                break
+        else:
+            state.epoch += 1
+            state.step_in_epoch = 0
+    bar.close()
+    if config.eval_steps:
+        _evaluate_and_keep_best(accelerator, unwrapped, tokenizer, state, out, config)
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        save_model(unwrapped, tokenizer, out / "final", config)
+    accelerator.end_training()
+    return dict(
+        steps=state.step,
+        best_stsb_dev=state.best,
+        final=str(out / "final"),
+        best=str(out / "best") if config.eval_steps else None,
+    )
+
+
+def _evaluate_and_keep_best(
+    accelerator: Any, model: SimCSEModel, tokenizer: Any, state: TrainState, out: Path, config: TrainConfig
+) -> None:
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        score = dev_score(model, tokenizer)
+        accelerator.log({"eval/stsb_dev_spearman": score}, step=state.step)
+        if score > state.best:
+            state.best = score
+            if (out / "best").exists():
+                shutil.rmtree(out / "best")
+            save_model(model, tokenizer, out / "best", config)
+        accelerator.print(f"step {state.step}: STS-B dev Spearman {score:.2f} (best {state.best:.2f})")
+    model.train()
+    accelerator.wait_for_everyone()
+
+
+def build_parser(defaults: dict[str, Any] | None = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    for f in fields(TrainConfig):
+        if f.name == "loss_args":
+            parser.add_argument(
+                "--loss_arg",
+                action="append",
+                default=[],
+                metavar="KEY=VALUE",
+                help="a strategy parameter, e.g. --loss_arg tau0=0.05 (repeatable)",
+            )
+            continue
+        default = (defaults or {}).get(f.name, f.default)
+        required = default is MISSING
+        kwargs: dict[str, Any] = dict(help=f.metadata.get("help", ""))
+        if f.type in ("bool", bool):
+            kwargs.update(action=argparse.BooleanOptionalAction, default=default)
+        else:
+            cast = {"int": int, "float": float, "str": str}.get(str(f.type), str)
+            kwargs.update(type=cast, required=required, default=None if required else default)
+        parser.add_argument(f"--{f.name}", **kwargs)
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    values = {f.name: getattr(args, f.name) for f in fields(TrainConfig) if f.name != "loss_args"}
+    return TrainConfig(**values, loss_args=parse_loss_args(args.loss_arg))
+
+
+def main(argv: list[str] | None = None) -> None:
+    config = config_from_args(build_parser().parse_args(argv))
+    summary = train(config)
+    print(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+    main()

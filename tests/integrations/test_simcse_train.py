@@ -1,0 +1,130 @@
+"""SimCSE training on Accelerate: runs for every strategy, resumes bit for bit, keeps the best model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+pytest.importorskip("transformers")
+
+from integrations.simcse.train import TrainConfig, build_parser, config_from_args, train  # noqa: E402
+from tests.integrations.tiny_bert import make_tiny_bert  # noqa: E402
+
+SENTENCES = [
+    "the man plays music in the city .",
+    "a dog runs fast on the road .",
+    "she reads a long book .",
+    "the team plays a good game .",
+    "a child eats red food .",
+    "the old car drives slow .",
+    "we watch a new film .",
+    "the cat sits in the house .",
+    "they swim in the blue river .",
+    "he cooks green food for the school .",
+    "you ride a white car .",
+    "the woman sings a sad song .",
+    "a big dog walks with the man .",
+    "the small cat looks happy .",
+]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    root = tmp_path_factory.mktemp("simcse")
+    model = make_tiny_bert(root / "bert")
+    unsup = root / "train.txt"
+    unsup.write_text("\n".join(SENTENCES) + "\n")
+    sup = root / "train.csv"
+    rows = ["sent0,sent1,hard_neg"] + [f'"{a}","{b}","{c}"' for a, b, c in zip(SENTENCES, SENTENCES[1:], SENTENCES[2:])]
+    sup.write_text("\n".join(rows) + "\n")
+    return root, model, unsup, sup
+
+
+def _config(tiny, out, **kw):
+    root, model, unsup, _ = tiny
+    base = dict(
+        model=str(model),
+        train_file=str(unsup),
+        output_dir=str(out),
+        batch_size=4,
+        max_seq_length=16,
+        learning_rate=1e-3,
+        eval_steps=0,
+        log_with="none",
+        progress=False,
+        seed=7,
+    )
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+@pytest.mark.parametrize(
+    "loss,args",
+    [
+        ("infonce", {"tau": 0.05}),
+        ("macl", {"tau0": 0.05, "alpha": 2.0, "a0": 0.8}),
+        ("dystress", {"tau_min": 0.04, "tau_max": 0.05}),
+        ("dual_temperature", {}),
+        ("temperature_free", {}),
+        ("learnable", {}),
+        ("amcl", {"heads": 2, "proj_dim": 8, "hidden": 16}),
+    ],
+)
+def test_every_strategy_trains(tiny, tmp_path, loss, args):
+    summary = train(_config(tiny, tmp_path, loss=loss, loss_args=args, max_steps=2))
+    assert summary["steps"] == 2
+    saved = json.loads((tmp_path / "final" / "cl_plugins_simcse.json").read_text())
+    assert saved["loss"] == loss
+
+
+def test_supervised_with_hard_negatives_and_mlm(tiny, tmp_path):
+    _, _, _, sup = tiny
+    summary = train(
+        _config(tiny, tmp_path, train_file=str(sup), max_steps=2, do_mlm=True, hard_negative_weight=0.5, pooler="avg")
+    )
+    assert summary["steps"] == 2
+
+
+def test_resume_continues_bit_for_bit(tiny, tmp_path):
+    # two epochs (3 steps each) with dropout, MLM masking and gradient accumulation in play
+    kw = dict(
+        epochs=2,
+        batch_size=2,
+        gradient_accumulation_steps=2,
+        do_mlm=True,
+        save_steps=3,
+        loss="macl",
+        loss_args={"tau0": 0.05, "alpha": 2.0, "a0": 0.8},
+    )
+    straight = train(_config(tiny, tmp_path / "a", **kw))
+    resumed = train(_config(tiny, tmp_path / "b", resume=str(tmp_path / "a" / "checkpoints" / "step_3"), **kw))
+    assert straight["steps"] == resumed["steps"] == 6
+    a = load_file(str(tmp_path / "a" / "final" / "model.safetensors"))
+    b = load_file(str(tmp_path / "b" / "final" / "model.safetensors"))
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    fresh = load_file(str(tiny[1] / "model.safetensors"))
+    assert any(not torch.equal(a[k], fresh[k]) for k in a)  # it did train
+
+
+def test_stsb_dev_selection_keeps_the_best_model(tiny, tmp_path, data_root):
+    summary = train(_config(tiny, tmp_path, max_steps=2, eval_steps=1))
+    assert (tmp_path / "best" / "model.safetensors").exists()
+    assert -100 <= summary["best_stsb_dev"] <= 100
+
+
+def test_cli_help_explains_every_flag(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--help"])
+    text = capsys.readouterr().out
+    for flag in ("--loss_arg", "--resume", "--eval_steps", "--mixed_precision", "--pooler"):
+        assert flag in text
+    config = config_from_args(
+        build_parser().parse_args(
+            ["--model", "m", "--train_file", "f", "--loss", "macl", "--loss_arg", "tau0=0.05", "--no-mlp_only_train"]
+        )
+    )
+    assert config.loss_args == {"tau0": 0.05} and config.mlp_only_train is False
