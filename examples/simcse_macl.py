@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--train_file", help="training sentences (default: the data pack's wiki1m)")
     parser.add_argument("--output_dir", default="outputs/simcse_main", help="checkpoints, logs and results")
-    parser.add_argument("--max_steps", type=int, default=150, help="optimizer steps of the offline default")
+    parser.add_argument("--max_steps", type=int, default=100, help="optimizer steps of the offline default")
     parser.add_argument("--batch_size", type=int, default=64, help="sentences per step (SimCSE: 64)")
     parser.add_argument("--eval_steps", type=int, default=50, help="STS-B dev evaluation period (model selection)")
     parser.add_argument(
@@ -95,6 +95,7 @@ def main(argv: list[str] | None = None) -> None:
         model = args.model or "bert-base-uncased"
         cfg = dict(pooler="cls", mlp_only_train=True, max_steps=-1, epochs=1.0, eval_steps=125, learning_rate=3e-5)
         eval_pooler, mode = "cls_before_pooler", "test"
+        args.transfer_limit = 0
     else:
         model = args.model or str(offline_model())
         cfg = dict(
@@ -106,6 +107,7 @@ def main(argv: list[str] | None = None) -> None:
             learning_rate=3e-5,
         )
         eval_pooler, mode = "avg", args.mode
+    limit = args.transfer_limit or None
     loss_args = dict(MACL_PAPER) if args.loss == "macl" else {}
     loss_args.update(parse_loss_args(args.loss_arg))
     train_file = args.train_file or str(wiki_file(args.paper))
@@ -118,7 +120,7 @@ def main(argv: list[str] | None = None) -> None:
     t0 = time.time()
     if not args.skip_before and state.is_main_process:
         encode = load_encoder(model, eval_pooler)
-        results["before"] = engine.evaluate(encode, args.tasks, mode, transfer_limit=args.transfer_limit)
+        results["before"] = engine.evaluate(encode, args.tasks, mode, transfer_limit=limit)
     t_before = time.time() - t0
 
     config = TrainConfig(
@@ -138,7 +140,7 @@ def main(argv: list[str] | None = None) -> None:
     if state.is_main_process:
         selected = out / "best" if (out / "best").exists() else out / "final"
         encode = load_encoder(selected, eval_pooler)
-        results[f"after ({args.loss})"] = engine.evaluate(encode, args.tasks, mode, transfer_limit=args.transfer_limit)
+        results[f"after ({args.loss})"] = engine.evaluate(encode, args.tasks, mode, transfer_limit=limit)
         t_total = time.time() - t0
         print()
         print(

@@ -42,11 +42,12 @@ class ProbeConfig:
         raise ValueError(f"mode must be 'test', 'dev' or 'fasttest', got {mode!r}")
 
 
-def _optimizer(name: str, params, weight_decay: float) -> torch.optim.Optimizer:
+def _optimizer(name: str, params: list[torch.Tensor]) -> torch.optim.Optimizer:
+    # SentEval's get_optimizer defaults: Adam(lr=1e-3), RMSprop(lr=1e-2, alpha=0.99); L2 comes separately
     if name == "adam":
-        return torch.optim.Adam(params, weight_decay=weight_decay)
+        return torch.optim.Adam(params)
     if name == "rmsprop":
-        return torch.optim.RMSprop(params, lr=0.01, alpha=0.99, weight_decay=weight_decay)
+        return torch.optim.RMSprop(params, lr=0.01, alpha=0.99)
     raise ValueError(f"optim must be 'adam' or 'rmsprop', got {name!r}")
 
 
@@ -63,52 +64,61 @@ def fit_predict(
 ) -> tuple[list[float], list[list[np.ndarray]]]:
     """Train one probe per L2 value; return their best validation accuracies and predictions.
 
+    The probes are one [R, d, c] weight tensor trained on shared minibatches; each one's L2 term
+    is added to its gradient, which is exactly what the optimizers' ``weight_decay`` does, and
+    Adam / RMSprop act elementwise, so this equals R separate SentEval runs. A probe that has
+    stopped early keeps its best state; it may go on moving, which does not affect the others.
     ``rng`` continues a stream already used for a holdout split (SentEval's order of draws).
     Returns (valid accuracy per reg, [predictions on each of ``x_eval``] per reg).
     """
     rng = np.random.RandomState(cfg.seed) if rng is None else rng
     torch.manual_seed(cfg.seed)
-    template = torch.nn.Linear(x_train.shape[1], n_classes)
-    models = [torch.nn.Linear(x_train.shape[1], n_classes) for _ in regs]
-    for m in models:
-        m.load_state_dict(template.state_dict())
-    opts = [_optimizer(cfg.optim, m.parameters(), reg) for m, reg in zip(models, regs)]
+    template = torch.nn.Linear(x_train.shape[1], n_classes)  # SentEval's initialisation
+    n_reg = len(regs)
+    weight = template.weight.detach().T.unsqueeze(0).repeat(n_reg, 1, 1).contiguous().requires_grad_()
+    bias = template.bias.detach().unsqueeze(0).repeat(n_reg, 1).contiguous().requires_grad_()
+    decay = torch.tensor(regs, dtype=torch.float32)
+    opt = _optimizer(cfg.optim, [weight, bias])
     xt = torch.as_tensor(x_train, dtype=torch.float32)
     yt = torch.as_tensor(y_train, dtype=torch.long)
     xv = torch.as_tensor(x_valid, dtype=torch.float32)
     yv = torch.as_tensor(y_valid, dtype=torch.long)
-    best = [-1.0] * len(regs)
-    best_state = [None] * len(regs)
-    strikes = [0] * len(regs)
-    active = list(range(len(regs)))
+    best = [-1.0] * n_reg
+    best_state: list[tuple[torch.Tensor, torch.Tensor] | None] = [None] * n_reg
+    strikes = [0] * n_reg
+    active = set(range(n_reg))
     epoch = 0
     while active and epoch <= cfg.max_epoch:
         for _ in range(cfg.epoch_size):
             perm = torch.as_tensor(rng.permutation(len(xt)))
             for start in range(0, len(xt), cfg.batch_size):
                 idx = perm[start : start + cfg.batch_size]
-                xb, yb = xt[idx], yt[idx]
-                for r in active:
-                    loss = torch.nn.functional.cross_entropy(models[r](xb), yb, reduction="sum")
-                    opts[r].zero_grad()
-                    loss.backward()
-                    opts[r].step()
+                logits = torch.einsum("bd,rdc->rbc", xt[idx], weight) + bias[:, None, :]
+                target = yt[idx].repeat(n_reg)
+                loss = torch.nn.functional.cross_entropy(logits.reshape(-1, n_classes), target, reduction="sum")
+                opt.zero_grad()
+                loss.backward()
+                with torch.no_grad():
+                    weight.grad.add_(decay[:, None, None] * weight)
+                    bias.grad.add_(decay[:, None] * bias)
+                opt.step()
         epoch += cfg.epoch_size
         with torch.no_grad():
-            for r in list(active):
-                acc = float((models[r](xv).argmax(1) == yv).float().mean())
-                if acc > best[r]:
-                    best[r] = acc
-                    best_state[r] = {k: v.clone() for k, v in models[r].state_dict().items()}
+            pred = (torch.einsum("bd,rdc->rbc", xv, weight) + bias[:, None, :]).argmax(-1)
+            accs = (pred == yv).float().mean(1).tolist()
+            for r in sorted(active):
+                if accs[r] > best[r]:
+                    best[r] = accs[r]
+                    best_state[r] = (weight[r].detach().clone(), bias[r].detach().clone())
                 else:
                     if strikes[r] >= cfg.tenacity:
-                        active.remove(r)
+                        active.discard(r)
                     strikes[r] += 1
     preds = []
     with torch.no_grad():
-        for r, m in enumerate(models):
-            m.load_state_dict(best_state[r])
-            preds.append([m(torch.as_tensor(x, dtype=torch.float32)).argmax(1).numpy() for x in x_eval])
+        for r in range(n_reg):
+            w, b = best_state[r]  # type: ignore[misc]
+            preds.append([(torch.as_tensor(x, dtype=torch.float32) @ w + b).argmax(1).numpy() for x in x_eval])
     return best, preds
 
 
@@ -122,6 +132,16 @@ def _fit_with_holdout(xtr, ytr, x_eval, reg, n_classes, cfg):  # type: ignore[no
     return preds[0][0]
 
 
+def _cv_scores(x: np.ndarray, y: np.ndarray, n_classes: int, cfg: ProbeConfig, seed: int) -> np.ndarray:
+    """Validation accuracy x 100 of each L2 value, averaged over a stratified k-fold of (x, y)."""
+    folds = StratifiedKFold(n_splits=cfg.kfold, shuffle=True, random_state=seed)
+    scores = np.zeros(len(REGS))
+    for tr, te in folds.split(x, y):
+        accs, _ = fit_predict(x[tr], y[tr], x[te], y[te], [], REGS, n_classes, cfg)
+        scores += np.array(accs)
+    return np.round(100 * scores / cfg.kfold, 2)
+
+
 def _accuracy(pred: np.ndarray, y: np.ndarray) -> float:
     return round(100 * float((pred == y).mean()), 2)
 
@@ -129,15 +149,10 @@ def _accuracy(pred: np.ndarray, y: np.ndarray) -> float:
 def inner_kfold(x: np.ndarray, y: np.ndarray, n_classes: int, cfg: ProbeConfig) -> dict[str, float]:
     """MR / CR / SUBJ / MPQA: outer k-fold; the L2 value is chosen by an inner k-fold."""
     outer = StratifiedKFold(n_splits=cfg.kfold, shuffle=True, random_state=1111)
-    inner = StratifiedKFold(n_splits=cfg.kfold, shuffle=True, random_state=1111)
     dev, test = [], []
     for train_idx, test_idx in outer.split(x, y):
         xtr, ytr = x[train_idx], y[train_idx]
-        scores = np.zeros(len(REGS))
-        for itr, ite in inner.split(xtr, ytr):
-            accs, _ = fit_predict(xtr[itr], ytr[itr], xtr[ite], ytr[ite], [], REGS, n_classes, cfg)
-            scores += np.array(accs)
-        scores = np.round(100 * scores / cfg.kfold, 2)
+        scores = _cv_scores(xtr, ytr, n_classes, cfg, seed=1111)  # SentEval fixes 1111 here
         best = int(np.argmax(scores))
         dev.append(float(scores[best]))
         pred = _fit_with_holdout(xtr, ytr, x[test_idx], REGS[best], n_classes, cfg)
@@ -149,12 +164,7 @@ def kfold_then_test(
     xtr: np.ndarray, ytr: np.ndarray, xte: np.ndarray, yte: np.ndarray, n_classes: int, cfg: ProbeConfig
 ) -> dict[str, float]:
     """TREC / MRPC: k-fold on train picks the L2 value, then train on all of train, test once."""
-    skf = StratifiedKFold(n_splits=cfg.kfold, shuffle=True, random_state=cfg.seed)
-    scores = np.zeros(len(REGS))
-    for tr, te in skf.split(xtr, ytr):
-        accs, _ = fit_predict(xtr[tr], ytr[tr], xtr[te], ytr[te], [], REGS, n_classes, cfg)
-        scores += np.array(accs)
-    scores = np.round(100 * scores / cfg.kfold, 2)
+    scores = _cv_scores(xtr, ytr, n_classes, cfg, seed=cfg.seed)
     best = int(np.argmax(scores))
     pred = _fit_with_holdout(xtr, ytr, xte, REGS[best], n_classes, cfg)
     return {"devacc": float(scores[best]), "acc": _accuracy(pred, yte), "n": float(len(ytr) + len(yte))}

@@ -166,10 +166,13 @@ class SimCSEModel(nn.Module):
         was_training = self.training
         self.eval()
         device = device or next(self.parameters()).device
+        # like SentEval's engine: batches of similar length waste little compute on padding
+        order = sorted(range(len(sentences)), key=lambda i: len(sentences[i].split()))
+        ordered = [sentences[i] for i in order]
         out = []
-        for start in range(0, len(sentences), batch_size):
+        for start in range(0, len(ordered), batch_size):
             batch = tokenizer(
-                list(sentences[start : start + batch_size]),
+                ordered[start : start + batch_size],
                 padding=True,
                 truncation=max_length is not None,
                 max_length=max_length,
@@ -179,7 +182,10 @@ class SimCSEModel(nn.Module):
                 self.embed(batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids")).float().cpu()
             )
         self.train(was_training)
-        return torch.cat(out) if out else torch.empty(0, self.encoder.config.hidden_size)
+        if not out:
+            return torch.empty(0, self.encoder.config.hidden_size)
+        embeddings = torch.cat(out)
+        return embeddings[torch.argsort(torch.as_tensor(order))]
 
 
 def build_loss_for_simcse(name: str, **kwargs: Any) -> nn.Module:

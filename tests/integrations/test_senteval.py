@@ -126,3 +126,19 @@ def test_task_names():
         engine.expand_tasks("MRR")
     with pytest.raises(ValueError, match="mode must be"):
         ProbeConfig.for_mode("quick")
+
+
+@pytest.mark.parametrize("mode", ["test", "fasttest"])
+def test_probes_trained_together_equal_separate_runs(mode):
+    from integrations.senteval.classifier import fit_predict
+
+    rng = np.random.RandomState(1)
+    x = rng.randn(300, 8).astype(np.float32)
+    y = (x[:, :2].sum(1) + 0.5 * rng.randn(300) > 0).astype(int)
+    cfg = ProbeConfig.for_mode(mode)
+    regs = [1e-5, 1e-2]
+    accs, preds = fit_predict(x[:200], y[:200], x[200:250], y[200:250], [x[250:]], regs, 2, cfg)
+    for r, reg in enumerate(regs):
+        acc, pred = fit_predict(x[:200], y[:200], x[200:250], y[200:250], [x[250:]], [reg], 2, cfg)
+        assert acc[0] == pytest.approx(accs[r])
+        assert (pred[0][0] == preds[r][0]).all()

@@ -128,3 +128,18 @@ def test_cli_help_explains_every_flag(capsys):
         )
     )
     assert config.loss_args == {"tau0": 0.05} and config.mlp_only_train is False
+
+
+def test_encode_keeps_the_input_order(tiny):
+    from transformers import AutoTokenizer
+
+    from integrations.simcse.evaluate import load_encoder
+
+    _, model_dir, _, _ = tiny
+    encode = load_encoder(model_dir, "avg")
+    sentences = SENTENCES + ["a dog .", "the old man reads a long book in the city ."]
+    together = encode(sentences)
+    alone = [encode([s])[0] for s in sentences]
+    for a, b in zip(together, alone):
+        assert abs(a - b).max() < 1e-5
+    assert AutoTokenizer.from_pretrained(str(model_dir)) is not None
