@@ -39,15 +39,24 @@ def cosine(u: np.ndarray, v: np.ndarray) -> np.ndarray:
     return np.round((u_t * v_t).sum(dim=1).numpy(), COSINE_DECIMALS)
 
 
-def pair_scores(encoder: Encoder, pairs: readers.Pairs) -> np.ndarray:
-    return cosine(encoder(pairs.a), encoder(pairs.b))
+def encode_unique(encoder: Encoder, groups: Sequence[Sequence[str]]) -> dict[str, np.ndarray]:
+    """Embeddings of every distinct sentence of ``groups``, in one encoder call (the encoder is
+    deterministic at evaluation, so repeated sentences need not be encoded twice)."""
+    unique = list(dict.fromkeys(s for group in groups for s in group))
+    return dict(zip(unique, encoder(unique)))
+
+
+def pair_scores(encoder: Encoder | dict[str, np.ndarray], pairs: readers.Pairs) -> np.ndarray:
+    table = encoder if isinstance(encoder, dict) else encode_unique(encoder, [pairs.a, pairs.b])
+    return cosine(np.stack([table[s] for s in pairs.a]), np.stack([table[s] for s in pairs.b]))
 
 
 def eval_sts_year(encoder: Encoder, year: str, root=None) -> dict[str, float]:
     subsets = readers.read_sts_year(year, root)
+    table = encode_unique(encoder, [side for p in subsets.values() for side in (p.a, p.b)])
     per, sizes, sys_all, gold_all = {}, {}, [], []
     for name, pairs in subsets.items():
-        sys = pair_scores(encoder, pairs)
+        sys = pair_scores(table, pairs)
         per[name] = spearman(sys, pairs.scores)
         sizes[name] = len(pairs.scores)
         sys_all.extend(sys.tolist())

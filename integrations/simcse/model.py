@@ -95,11 +95,19 @@ class SimCSEModel(nn.Module):
         return self.backbone.base_model if self.do_mlm else self.backbone
 
     @classmethod
-    def from_pretrained(cls, path: str | Path, loss_fn: nn.Module, do_mlm: bool = False, **kwargs: Any) -> SimCSEModel:
+    def from_pretrained(
+        cls,
+        path: str | Path,
+        loss_fn: nn.Module,
+        do_mlm: bool = False,
+        config_overrides: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> SimCSEModel:
+        """Load ``path``; ``config_overrides`` (e.g. the dropout, SimCSE's augmentation) go to its config."""
         from transformers import AutoModel, AutoModelForMaskedLM
 
         loader = AutoModelForMaskedLM if do_mlm else AutoModel
-        backbone = loader.from_pretrained(str(path))
+        backbone = loader.from_pretrained(str(path), **(config_overrides or {}))
         return cls(backbone, loss_fn, do_mlm=do_mlm, **kwargs)
 
     def _needs_hidden_states(self) -> bool:

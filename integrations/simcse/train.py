@@ -47,6 +47,7 @@ class TrainConfig:
     do_mlm: bool = field(default=False, metadata={"help": "add the MLM auxiliary objective"})
     mlm_weight: float = field(default=0.1, metadata={"help": "weight of the MLM objective"})
     hard_negative_weight: float = field(default=0.0, metadata={"help": "logit bias of each anchor's hard negative"})
+    dropout: float = field(default=-1.0, metadata={"help": "encoder dropout (the augmentation); -1 keeps the model's"})
     max_seq_length: int = field(default=32, metadata={"help": "truncate sentences to this many tokens"})
     batch_size: int = field(default=64, metadata={"help": "sentences per process and step"})
     learning_rate: float = field(default=3e-5, metadata={"help": "peak learning rate (linear decay)"})
@@ -166,6 +167,11 @@ def train(config: TrainConfig) -> dict[str, Any]:
     if config.hard_negative_weight:
         loss_kwargs["hard_negative_weight"] = config.hard_negative_weight
     loss_fn = build_loss_for_simcse(config.loss, **loss_kwargs)
+    dropout = (
+        {}
+        if config.dropout < 0
+        else dict(hidden_dropout_prob=config.dropout, attention_probs_dropout_prob=config.dropout)
+    )
     model = SimCSEModel.from_pretrained(
         config.model,
         loss_fn,
@@ -173,6 +179,7 @@ def train(config: TrainConfig) -> dict[str, Any]:
         pooler=config.pooler,
         mlp_only_train=config.mlp_only_train,
         mlm_weight=config.mlm_weight,
+        config_overrides=dropout,
     )
     optimizer = torch.optim.AdamW(clp.param_groups(model, config.weight_decay), lr=config.learning_rate)
 
