@@ -116,6 +116,7 @@ def main(argv: list[str] | None = None) -> None:
         )
         eval_pooler, mode = "avg", args.mode
     limit = args.transfer_limit or None
+    model_label = "all-MiniLM-L6-v2" if model == str(offline_model()) else Path(model).name
     loss_args = dict(MACL_PAPER) if args.loss == "macl" else {}
     loss_args.update(parse_loss_args(args.loss_arg))
     train_file = args.train_file or str(wiki_file(args.paper))
@@ -160,7 +161,7 @@ def main(argv: list[str] | None = None) -> None:
         t_total = time.time() - t0
         print()
         print(
-            f"SimCSE unsupervised, {Path(model).name}, {args.loss} {loss_args}, {summary['steps']} steps, "
+            f"SimCSE unsupervised, {model_label}, {args.loss} {loss_args}, {summary['steps']} steps, "
             f"batch {args.batch_size}, transfer mode {mode}"
             + (f", transfer limit {args.transfer_limit}" if args.transfer_limit else "")
         )

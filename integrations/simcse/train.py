@@ -244,7 +244,7 @@ def train(config: TrainConfig) -> dict[str, Any]:
             state.epoch += 1
             state.step_in_epoch = 0
     bar.close()
-    if config.eval_steps:
+    if config.eval_steps and state.step % config.eval_steps:  # not already evaluated at this step
         _evaluate_and_keep_best(accelerator, unwrapped, tokenizer, state, out, config)
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
