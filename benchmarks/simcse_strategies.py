@@ -65,8 +65,7 @@ def run(strategy: str, seed: int, args: argparse.Namespace) -> dict:
         args.tasks,
         "--skip_before",
     ]
-    if args.transfer_limit:
-        cmd += ["--transfer_limit", str(args.transfer_limit)]
+    cmd += ["--transfer_limit", str(args.transfer_limit)]
     subprocess.run(cmd, check=True)
     return json.loads((out / "results.json").read_text())
 
@@ -75,10 +74,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--strategies", nargs="+", default=list(STRATEGIES), help="strategies to compare")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="training seeds")
-    parser.add_argument("--max_steps", type=int, default=150, help="optimizer steps per run")
-    parser.add_argument("--eval_steps", type=int, default=50, help="STS-B dev selection period")
+    parser.add_argument("--max_steps", type=int, default=60, help="optimizer steps per run (the main job's)")
+    parser.add_argument("--eval_steps", type=int, default=30, help="STS-B dev selection period (the main job's)")
     parser.add_argument("--tasks", default="sts,transfer", help="evaluation tasks")
-    parser.add_argument("--transfer_limit", type=int, help="subsample transfer training sets")
+    parser.add_argument(
+        "--transfer_limit",
+        type=int,
+        default=1000,
+        help="subsample transfer training sets (the main job's default; 0: full data)",
+    )
     parser.add_argument("--workdir", default="outputs/simcse_strategies", help="run folders")
     parser.add_argument("--output", type=Path, default=ROOT / "docs" / "results" / "simcse.md", help="markdown table")
     args = parser.parse_args()

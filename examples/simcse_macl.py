@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from integrations.common.paths import ENV, data_path, data_root  # noqa: E402
+from integrations.common.paths import data_path, data_root  # noqa: E402
 from integrations.senteval import engine  # noqa: E402
 from integrations.simcse.evaluate import load_encoder  # noqa: E402
 from integrations.simcse.train import TrainConfig, parse_loss_args, train  # noqa: E402
@@ -52,7 +52,7 @@ def wiki_file(paper: bool) -> Path:
             "sentence/simcse/wiki1m_for_simcse.txt",
             hint="SimCSE's data/download_wiki.sh (huggingface.co/datasets/princeton-nlp/datasets-for-simcse)",
         )
-    return data_path("sentence/simcse/wiki1m_for_simcse.head.txt", hint=f"the data pack; set {ENV} to its data folder")
+    return data_path("sentence/simcse/wiki1m_for_simcse.head.txt", hint="the data pack (see its MANIFEST.md)")
 
 
 def main(argv: list[str] | None = None) -> None:
