@@ -126,19 +126,33 @@ def latest_checkpoint(output_dir: Path) -> Path | None:
     return ckpts[-1] if ckpts else None
 
 
+def make_accelerator(out: Path, gradient_accumulation_steps: int, mixed_precision: str, log_with: str) -> Any:
+    """The Accelerator every SimCSE run uses."""
+    from accelerate import Accelerator
+    from accelerate.utils import DistributedDataParallelKwargs, ProjectConfiguration
+
+    return Accelerator(
+        # without cpu=True, Accelerate ignores a torchrun world on a machine without GPUs (each rank alone)
+        cpu=not torch.cuda.is_available(),
+        gradient_accumulation_steps=gradient_accumulation_steps,
+        mixed_precision=mixed_precision,
+        log_with=None if log_with == "none" else log_with,
+        project_config=ProjectConfiguration(project_dir=str(out), logging_dir=str(out / "logs")),
+        # we step the schedule once per optimizer step ourselves: Accelerate's default advances it once per
+        # process, which would run a step-count schedule world-size times too fast
+        step_scheduler_with_optimizer=False,
+        # the checkpoint's own pooler layer is used by none of SimCSE's poolers
+        kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)],
+    )
+
+
 def train(config: TrainConfig) -> dict[str, Any]:
     """Run training; returns a summary (steps, best dev Spearman, paths)."""
-    from accelerate import Accelerator
-    from accelerate.utils import ProjectConfiguration, set_seed
+    from accelerate.utils import set_seed
     from transformers import AutoTokenizer, get_linear_schedule_with_warmup
 
     out = Path(config.output_dir)
-    accelerator = Accelerator(
-        gradient_accumulation_steps=config.gradient_accumulation_steps,
-        mixed_precision=config.mixed_precision,
-        log_with=None if config.log_with == "none" else config.log_with,
-        project_config=ProjectConfiguration(project_dir=str(out), logging_dir=str(out / "logs")),
-    )
+    accelerator = make_accelerator(out, config.gradient_accumulation_steps, config.mixed_precision, config.log_with)
     set_seed(config.seed)
     tokenizer = AutoTokenizer.from_pretrained(config.model)
 
@@ -183,10 +197,10 @@ def train(config: TrainConfig) -> dict[str, Any]:
     )
     optimizer = torch.optim.AdamW(clp.param_groups(model, config.weight_decay), lr=config.learning_rate)
 
-    steps_per_epoch = max(1, len(loader) // config.gradient_accumulation_steps)
+    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+    steps_per_epoch = max(1, len(loader) // config.gradient_accumulation_steps)  # per process, after sharding
     total = config.max_steps if config.max_steps > 0 else math.ceil(config.epochs * steps_per_epoch)
-    scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total), total)
-    model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
+    scheduler = accelerator.prepare(get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total), total))
     state = TrainState()
     accelerator.register_for_checkpointing(state)
 
@@ -216,7 +230,8 @@ def train(config: TrainConfig) -> dict[str, Any]:
                 loss = model(**batch)
                 accelerator.backward(loss)
                 optimizer.step()
-                scheduler.step()
+                if accelerator.sync_gradients:
+                    scheduler.step()
                 optimizer.zero_grad()
             if not accelerator.sync_gradients:
                 continue

@@ -143,3 +143,44 @@ def test_encode_keeps_the_input_order(tiny):
     for a, b in zip(together, alone):
         assert abs(a - b).max() < 1e-5
     assert AutoTokenizer.from_pretrained(str(model_dir)) is not None
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize("loss", ["macl", "learnable"])
+def test_two_processes_give_the_global_batch_gradient(tmp_path, loss):
+    """2 CPU processes under our Accelerate setup (local batch 2): after DDP's averaging, rank 0 holds the
+    gradient that 1 process computes on the global batch of 4 (float64, dropout off)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    model = make_tiny_bert(tmp_path / "bert", dropout=0.0)
+    script = Path(__file__).with_name("simcse_grad_step.py")
+    root = Path(__file__).resolve().parents[2]
+    two, one = tmp_path / "two.pt", tmp_path / "one.pt"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            "2",
+            str(script),
+            str(model),
+            str(two),
+            loss,
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = subprocess.run(
+        [sys.executable, str(script), str(model), str(one), loss], cwd=root, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    g2, g1 = torch.load(two), torch.load(one)
+    assert g1.keys() == g2.keys() and len(g1) > 10
+    for k in g1:
+        torch.testing.assert_close(g2[k], g1[k], rtol=1e-7, atol=1e-10, msg=lambda m, k=k: f"{k}: {m}")

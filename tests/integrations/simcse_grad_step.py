@@ -1,0 +1,49 @@
+"""Run with torchrun (or plainly): one SimCSE step's parameter gradients, through our Accelerate setup.
+
+python -m torch.distributed.run --nproc_per_node 2 tests/integrations/simcse_grad_step.py MODEL OUT LOSS
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from integrations.simcse.data import Collator, EpochSampler, TextDataset  # noqa: E402
+from integrations.simcse.model import SimCSEModel, build_loss_for_simcse  # noqa: E402
+from integrations.simcse.train import make_accelerator  # noqa: E402
+from tests.integrations.test_simcse_train import SENTENCES  # noqa: E402
+
+
+def main(model_dir: str, out: str, loss: str) -> None:
+    from accelerate.utils import set_seed
+    from transformers import AutoTokenizer
+
+    accelerator = make_accelerator(
+        Path(out).parent, gradient_accumulation_steps=1, mixed_precision="no", log_with="none"
+    )
+    set_seed(0)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    dataset = TextDataset(SENTENCES)
+    loader = torch.utils.data.DataLoader(
+        dataset,
+        batch_size=4 // accelerator.num_processes,
+        sampler=EpochSampler(len(dataset), 0),
+        collate_fn=Collator(tokenizer, 16),
+        drop_last=True,
+        generator=torch.Generator().manual_seed(0),
+    )
+    model = SimCSEModel.from_pretrained(model_dir, build_loss_for_simcse(loss), pooler="cls")
+    model.double()
+    model, loader = accelerator.prepare(model, loader)
+    accelerator.backward(model(**next(iter(loader))))
+    if accelerator.is_main_process:
+        inner = accelerator.unwrap_model(model)
+        torch.save({n: p.grad for n, p in inner.named_parameters() if p.grad is not None}, out)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])
