@@ -1,6 +1,6 @@
 """Plot temperature (and effective 1/tau) against cosine similarity for the strategies.
 
-    python docs/plot_temperatures.py            # writes docs/figures/temperature_vs_similarity.png
+python docs/plot_temperatures.py            # writes docs/figures/temperature_vs_similarity.png
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ def curves() -> tuple[torch.Tensor, list[tuple[str, torch.Tensor, dict]]]:
     macl = clp.build_loss("macl", tau0=0.1, alpha=0.5, a0=0.0)
     for a, style in zip((0.2, 0.5, 0.9), (":", "-.", "--")):
         tau = float(macl.temperature(a))
-        out.append((f"macl, alignment A = {a} (tau0 0.1, alpha 0.5)", torch.full_like(s, tau),
-                    dict(color="tab:red", ls=style)))
+        out.append(
+            (f"macl, alignment A = {a} (tau0 0.1, alpha 0.5)", torch.full_like(s, tau), dict(color="tab:red", ls=style))
+        )
     profiles = [
         ("cosine", {}, "tab:blue"),
         ("shifted", dict(shift=-0.4, scale=0.7), "tab:cyan"),
@@ -59,8 +60,12 @@ def main() -> None:
     free = clp.effective_inverse_tau(s)
     ax_inv.plot(s, free, color="tab:orange", lw=2, label="temperature_free: 2 atanh(s) / s")
     ax_tau.set(xlabel="cosine similarity s", ylabel="temperature tau", title="Temperature of a pair")
-    ax_inv.set(xlabel="cosine similarity s", ylabel="effective 1 / tau = logit / s", yscale="log",
-               title="Effective inverse temperature")
+    ax_inv.set(
+        xlabel="cosine similarity s",
+        ylabel="effective 1 / tau = logit / s",
+        yscale="log",
+        title="Effective inverse temperature",
+    )
     ax_tau.set_ylim(0, 0.25)
     for ax in (ax_tau, ax_inv):
         ax.grid(alpha=0.3)

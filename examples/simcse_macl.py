@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> None:
         )
         eval_pooler, mode = "avg", args.mode
     limit = args.transfer_limit or None
-    model_label = "all-MiniLM-L6-v2" if model == str(offline_model()) else Path(model).name
+    model_label = Path(model).name if args.model or args.paper else "all-MiniLM-L6-v2"
     loss_args = dict(MACL_PAPER) if args.loss == "macl" else {}
     loss_args.update(parse_loss_args(args.loss_arg))
     train_file = args.train_file or str(wiki_file(args.paper))

@@ -78,11 +78,6 @@ class TemperatureMLP(nn.Module):
     def bound(self, u: torch.Tensor) -> torch.Tensor:
         return self.iota + self.eta * torch.sigmoid(u + self.second.bias.to(u.dtype))
 
-    def forward(self, zi: torch.Tensor, zj: torch.Tensor) -> torch.Tensor:
-        """Temperatures of row-aligned pairs: [P, d'] x2 -> [P] (reference path)."""
-        a, b = self.split(zi, zj)
-        return self.bound(rowwise_scores(a, b, self.second.weight.to(a.dtype)[0]))
-
 
 @register_loss("amcl")
 class AMCLLoss(ContrastiveLoss):
