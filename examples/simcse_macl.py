@@ -28,10 +28,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from integrations.common.cli import parse_loss_args  # noqa: E402
 from integrations.common.paths import data_path, data_root  # noqa: E402
 from integrations.senteval import engine  # noqa: E402
 from integrations.simcse.evaluate import load_encoder  # noqa: E402
-from integrations.simcse.train import TrainConfig, parse_loss_args, train  # noqa: E402
+from integrations.simcse.train import TrainConfig, train  # noqa: E402
 
 MACL_PAPER = {"tau0": 0.05, "alpha": 2.0, "a0": 0.8, "reweight": False}
 

@@ -16,11 +16,10 @@
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import math
 import shutil
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,9 @@ from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
 import cl_plugins as clp
+from integrations.common.accelerate_setup import after_optimizer_step, make_accelerator
+from integrations.common.cli import add_dataclass_arguments
+from integrations.common.cli import config_from_args as dataclass_config_from_args
 
 from .data import Collator, EpochSampler, TextDataset, read_sentences, read_triples
 from .model import POOLERS, SimCSEModel, build_loss_for_simcse
@@ -80,19 +82,6 @@ class TrainState:
         self.step_in_epoch, self.best = state["step_in_epoch"], state["best"]
 
 
-def parse_loss_args(items: list[str]) -> dict[str, Any]:
-    out = {}
-    for item in items:
-        if "=" not in item:
-            raise ValueError(f"--loss_arg takes key=value, got {item!r}")
-        key, value = item.split("=", 1)
-        try:
-            out[key] = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            out[key] = value
-    return out
-
-
 def alignment_uniformity(z1: torch.Tensor, z2: torch.Tensor) -> tuple[float, float]:
     """Wang & Isola: E||f(x) - f(y)||^2 over positives, log E exp(-2 ||f(x) - f(y)||^2) over the batch."""
     a, b = F.normalize(z1.float(), dim=1), F.normalize(z2.float(), dim=1)
@@ -126,33 +115,16 @@ def latest_checkpoint(output_dir: Path) -> Path | None:
     return ckpts[-1] if ckpts else None
 
 
-def make_accelerator(out: Path, gradient_accumulation_steps: int, mixed_precision: str, log_with: str) -> Any:
-    """The Accelerator every SimCSE run uses."""
-    from accelerate import Accelerator
-    from accelerate.utils import DistributedDataParallelKwargs, ProjectConfiguration
-
-    return Accelerator(
-        # without cpu=True, Accelerate ignores a torchrun world on a machine without GPUs (each rank alone)
-        cpu=not torch.cuda.is_available(),
-        gradient_accumulation_steps=gradient_accumulation_steps,
-        mixed_precision=mixed_precision,
-        log_with=None if log_with == "none" else log_with,
-        project_config=ProjectConfiguration(project_dir=str(out), logging_dir=str(out / "logs")),
-        # we step the schedule once per optimizer step ourselves: Accelerate's default advances it once per
-        # process, which would run a step-count schedule world-size times too fast
-        step_scheduler_with_optimizer=False,
-        # the checkpoint's own pooler layer is used by none of SimCSE's poolers
-        kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)],
-    )
-
-
 def train(config: TrainConfig) -> dict[str, Any]:
     """Run training; returns a summary (steps, best dev Spearman, paths)."""
     from accelerate.utils import set_seed
     from transformers import AutoTokenizer, get_linear_schedule_with_warmup
 
     out = Path(config.output_dir)
-    accelerator = make_accelerator(out, config.gradient_accumulation_steps, config.mixed_precision, config.log_with)
+    # find_unused_parameters: the checkpoint's own pooler layer is used by none of SimCSE's poolers
+    accelerator = make_accelerator(
+        out, config.gradient_accumulation_steps, config.mixed_precision, config.log_with, find_unused_parameters=True
+    )
     set_seed(config.seed)
     tokenizer = AutoTokenizer.from_pretrained(config.model)
 
@@ -235,11 +207,7 @@ def train(config: TrainConfig) -> dict[str, Any]:
                 optimizer.zero_grad()
             if not accelerator.sync_gradients:
                 continue
-            for mod in unwrapped.loss_fn.modules():  # learned temperatures stay in range
-                if hasattr(mod, "clamp_"):
-                    mod.clamp_()
-                if isinstance(mod, clp.CosineScheduleLoss):
-                    mod.step()
+            after_optimizer_step(unwrapped.loss_fn)
             state.step += 1
             state.step_in_epoch += 1
             bar.update(1)
@@ -292,31 +260,11 @@ def _evaluate_and_keep_best(
 
 def build_parser(defaults: dict[str, Any] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    for f in fields(TrainConfig):
-        if f.name == "loss_args":
-            parser.add_argument(
-                "--loss_arg",
-                action="append",
-                default=[],
-                metavar="KEY=VALUE",
-                help="a strategy parameter, e.g. --loss_arg tau0=0.05 (repeatable)",
-            )
-            continue
-        default = (defaults or {}).get(f.name, f.default)
-        required = default is MISSING
-        kwargs: dict[str, Any] = dict(help=f.metadata.get("help", ""))
-        if f.type in ("bool", bool):
-            kwargs.update(action=argparse.BooleanOptionalAction, default=default)
-        else:
-            cast = {"int": int, "float": float, "str": str}.get(str(f.type), str)
-            kwargs.update(type=cast, required=required, default=None if required else default)
-        parser.add_argument(f"--{f.name}", **kwargs)
-    return parser
+    return add_dataclass_arguments(parser, TrainConfig, defaults)
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
-    values = {f.name: getattr(args, f.name) for f in fields(TrainConfig) if f.name != "loss_args"}
-    return TrainConfig(**values, loss_args=parse_loss_args(args.loss_arg))
+    return dataclass_config_from_args(TrainConfig, args)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -12,9 +12,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from integrations.common.accelerate_setup import make_accelerator  # noqa: E402
 from integrations.simcse.data import Collator, EpochSampler, TextDataset  # noqa: E402
 from integrations.simcse.model import SimCSEModel, build_loss_for_simcse  # noqa: E402
-from integrations.simcse.train import make_accelerator  # noqa: E402
 from tests.integrations.test_simcse_train import SENTENCES  # noqa: E402
 
 

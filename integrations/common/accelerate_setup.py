@@ -1,0 +1,47 @@
+"""The Accelerator every adapter's trainer uses, and the per-step upkeep of stateful losses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+
+def make_accelerator(
+    out: str | Path,
+    gradient_accumulation_steps: int = 1,
+    mixed_precision: str = "no",
+    log_with: str = "tensorboard",
+    find_unused_parameters: bool = False,
+) -> Any:
+    """An ``accelerate.Accelerator`` logging to ``out/logs``; ``log_with="none"`` disables trackers."""
+    from accelerate import Accelerator
+    from accelerate.utils import DistributedDataParallelKwargs, ProjectConfiguration
+
+    out = Path(out)
+    handlers = [DistributedDataParallelKwargs(find_unused_parameters=True)] if find_unused_parameters else []
+    return Accelerator(
+        # without cpu=True, Accelerate ignores a torchrun world on a machine without GPUs (each rank alone)
+        cpu=not torch.cuda.is_available(),
+        gradient_accumulation_steps=gradient_accumulation_steps,
+        mixed_precision=mixed_precision,
+        log_with=None if log_with == "none" else log_with,
+        project_config=ProjectConfiguration(project_dir=str(out), logging_dir=str(out / "logs")),
+        # trainers step their schedules once per optimizer step themselves: Accelerate's default advances
+        # them once per process, which would run a step-count schedule world-size times too fast
+        step_scheduler_with_optimizer=False,
+        kwargs_handlers=handlers,
+    )
+
+
+def after_optimizer_step(loss_fn: nn.Module) -> None:
+    """Keep learned temperatures in range and advance temperature schedules (once per optimizer step)."""
+    import cl_plugins as clp
+
+    for mod in loss_fn.modules():
+        if hasattr(mod, "clamp_"):
+            mod.clamp_()
+        if isinstance(mod, clp.CosineScheduleLoss):
+            mod.step()

@@ -1,0 +1,73 @@
+"""Command-line helpers shared by every adapter: dataclass configs as argparse flags, ``--loss_arg``."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+from dataclasses import MISSING, fields
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def parse_loss_args(items: list[str]) -> dict[str, Any]:
+    """``["tau0=0.05", "profile='shifted'"]`` -> ``{"tau0": 0.05, "profile": "shifted"}``."""
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise ValueError(f"--loss_arg takes key=value, got {item!r}")
+        key, value = item.split("=", 1)
+        try:
+            out[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            out[key] = value
+    return out
+
+
+def add_dataclass_arguments(
+    parser: argparse.ArgumentParser, config_cls: type, defaults: dict[str, Any] | None = None
+) -> argparse.ArgumentParser:
+    """One ``--flag`` per field of ``config_cls`` (help from ``field(metadata={"help": ...})``).
+
+    A field named ``loss_args`` becomes the repeatable ``--loss_arg KEY=VALUE``; list fields take
+    several values.
+    """
+    for f in fields(config_cls):
+        if f.name == "loss_args":
+            parser.add_argument(
+                "--loss_arg",
+                action="append",
+                default=[],
+                metavar="KEY=VALUE",
+                help="a strategy parameter, e.g. --loss_arg tau0=0.05 (repeatable)",
+            )
+            continue
+        if f.default is not MISSING:
+            default = f.default
+        elif f.default_factory is not MISSING:
+            default = f.default_factory()
+        else:
+            default = MISSING
+        default = (defaults or {}).get(f.name, default)
+        required = default is MISSING
+        kwargs: dict[str, Any] = dict(help=f.metadata.get("help", ""))
+        type_name = str(f.type)
+        if type_name in ("bool", "<class 'bool'>"):
+            kwargs.update(action=argparse.BooleanOptionalAction, default=default)
+        elif type_name.startswith("list"):
+            inner = {"list[int]": int, "list[float]": float}.get(type_name, str)
+            kwargs.update(type=inner, nargs="+", required=required, default=None if required else default)
+        else:
+            cast = {"int": int, "float": float, "str": str}.get(type_name, str)
+            kwargs.update(type=cast, required=required, default=None if required else default)
+        parser.add_argument(f"--{f.name}", **kwargs)
+    return parser
+
+
+def config_from_args(config_cls: type[T], args: argparse.Namespace) -> T:
+    """The dataclass instance of parsed flags (``--loss_arg`` items parsed into ``loss_args``)."""
+    names = [f.name for f in fields(config_cls)]
+    values = {name: getattr(args, name) for name in names if name != "loss_args"}
+    if "loss_args" in names:
+        values["loss_args"] = parse_loss_args(getattr(args, "loss_arg", []))
+    return config_cls(**values)
