@@ -1,0 +1,113 @@
+"""TU and Planetoid datasets from the data root, processed into a writable cache.
+
+The data root holds the canonical raw layouts (``graphs/tu/<NAME>/raw/<NAME>_A.txt`` ...,
+``graphs/planetoid/<Name>/raw/ind.<name>.x`` ...), which may be read-only; the raw files are
+copied into ``$CL_PLUGINS_CACHE/<kind>/<NAME>/raw`` and torch-geometric writes ``processed/``
+there. Without a local copy, torch-geometric downloads from its canonical URL into the cache.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from integrations.common.paths import ENV, cache_dir, data_root
+
+TU_SUBDIR = "graphs/tu"
+PLANETOID_SUBDIR = "graphs/planetoid"
+FEATURES = ("auto", "labels", "degree", "constant")
+
+
+def _stage_raw(kind: str, subdir: str, name: str, root: str | Path | None) -> Path:
+    """Copy ``<root>/<subdir>/<name>/raw`` into the cache (once); return the cache root for PyG."""
+    cache = cache_dir(kind)
+    src = Path(root).expanduser() / name / "raw" if root is not None else data_root() / subdir / name / "raw"
+    dst = cache / name / "raw"
+    if src.is_dir():
+        files = [f for f in src.iterdir() if f.is_file()]
+        if not dst.is_dir() or {f.name for f in files} - {f.name for f in dst.iterdir()}:
+            dst.mkdir(parents=True, exist_ok=True)
+            for f in files:
+                shutil.copy2(f, dst / f.name)
+    return cache
+
+
+def _download_error(name: str, subdir: str, err: Exception) -> RuntimeError:
+    return RuntimeError(
+        f"{name}: no raw files under {data_root() / subdir / name / 'raw'} and the download failed ({err}). "
+        f"Set {ENV} to the data root that holds {subdir}/{name}/raw"
+    )
+
+
+def _degree_features(data: Any, max_degree: int) -> torch.Tensor:
+    from torch_geometric.utils import degree
+
+    deg = degree(data.edge_index[0], data.num_nodes, dtype=torch.long).clamp(max=max_degree)
+    return torch.nn.functional.one_hot(deg, max_degree + 1).float()
+
+
+class _AddFeatures:
+    """Node features for graphs without node labels: one-hot degree (capped) or a constant 1."""
+
+    def __init__(self, kind: str, max_degree: int) -> None:
+        self.kind, self.max_degree = kind, max_degree
+
+    def __call__(self, data: Any) -> Any:
+        data = data.clone()
+        if self.kind == "degree":
+            data.x = _degree_features(data, self.max_degree)
+        else:
+            data.x = torch.ones(data.num_nodes, 1)
+        return data
+
+
+def load_tu(name: str, *, root: str | Path | None = None, features: str = "auto", max_degree: int = 64) -> Any:
+    """A torch-geometric ``TUDataset`` ready for GIN.
+
+    Args:
+        name: TU dataset name (MUTAG, PROTEINS, NCI1, IMDB-BINARY, any other in the raw format).
+        root: folder holding ``<name>/raw``; default ``$CL_PLUGINS_DATA/graphs/tu``.
+        features: ``"auto"`` uses the node labels (one-hot) where the dataset has them and a
+            constant feature otherwise (GraphCL's choice); ``"labels"`` requires node labels;
+            ``"degree"`` / ``"constant"`` replace the features by a capped one-hot degree / a 1.
+        max_degree: cap of the one-hot degree.
+    """
+    from torch_geometric.datasets import TUDataset
+
+    if features not in FEATURES:
+        raise ValueError(f"features must be one of {FEATURES}, got {features!r}")
+    cache = _stage_raw("tu", TU_SUBDIR, name, root)
+    try:
+        dataset = TUDataset(str(cache), name)
+    except Exception as err:  # noqa: BLE001 - a failed download surfaces as many error types
+        if (cache / name / "raw" / f"{name}_A.txt").exists():
+            raise
+        raise _download_error(name, TU_SUBDIR, err) from err
+    has_labels = dataset.num_node_features > 0
+    if features == "labels" and not has_labels:
+        raise ValueError(f"{name} has no node labels; pass features='degree' or 'constant'")
+    if features in ("degree", "constant") or (features == "auto" and not has_labels):
+        kind = "degree" if features == "degree" else "constant"
+        dataset.transform = _AddFeatures(kind, max_degree)
+    return dataset
+
+
+def load_planetoid(name: str, *, root: str | Path | None = None, normalize_features: bool = True) -> Any:
+    """Planetoid Cora / CiteSeer / PubMed (one graph with the public split masks).
+
+    ``root`` is the folder holding ``<name>/raw``; default ``$CL_PLUGINS_DATA/graphs/planetoid``.
+    Features are row-normalised as GRACE does (``T.NormalizeFeatures``).
+    """
+    import torch_geometric.transforms as T
+    from torch_geometric.datasets import Planetoid
+
+    cache = _stage_raw("planetoid", PLANETOID_SUBDIR, name, root)
+    try:
+        return Planetoid(str(cache), name, transform=T.NormalizeFeatures() if normalize_features else None)
+    except Exception as err:  # noqa: BLE001
+        if (cache / name / "raw").is_dir() and any((cache / name / "raw").iterdir()):
+            raise
+        raise _download_error(name, PLANETOID_SUBDIR, err) from err

@@ -1,0 +1,217 @@
+"""GRACE (Zhu et al., 2020) node-level contrastive learning with any cl-plugins strategy.
+
+    python -m integrations.graph.grace --dataset Cora --loss temperature_free
+
+GRACE's model and settings (``CRIPAC-DIG/GRACE``: ``model.py``, ``config.yaml``): a GCN encoder,
+per view edge dropping (``dropout_edge``) and feature-column masking, a projection head
+fc1 -> ELU -> fc2, and the symmetric loss in which each node of one view has its copy in the
+other view as positive and every other node of both views as negative (self-similarity
+excluded). That is the ``"grace"`` layout of cl-plugins, so ``infonce`` at GRACE's τ reproduces
+GRACE's loss exactly; the temperature-free strategy sees no self-similarity either (atanh(1)
+would be infinite). The whole graph is one batch; under several processes every rank holds the
+graph, so the loss is not gathered across ranks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import cl_plugins as clp
+from integrations.common.accelerate_setup import make_accelerator
+from integrations.common.cli import add_dataclass_arguments, config_from_args
+from integrations.common.host_loss import build_host_loss
+from integrations.common.results import mean_std, write_json
+
+from .datasets import load_planetoid
+from .encoders import GCNEncoder
+from .node_eval import node_classification
+from .trainer import fit
+
+#: GRACE's config.yaml
+PRESETS: dict[str, dict[str, Any]] = {
+    "Cora": dict(lr=5e-4, hidden=128, proj_hidden=128, activation="relu", drop_edge_1=0.2, drop_edge_2=0.4,
+                 drop_feature_1=0.3, drop_feature_2=0.4, tau=0.4, epochs=200, weight_decay=1e-5),
+    "CiteSeer": dict(lr=1e-3, hidden=256, proj_hidden=256, activation="prelu", drop_edge_1=0.2, drop_edge_2=0.0,
+                     drop_feature_1=0.3, drop_feature_2=0.2, tau=0.9, epochs=200, weight_decay=1e-5),
+    "PubMed": dict(lr=1e-3, hidden=256, proj_hidden=256, activation="relu", drop_edge_1=0.4, drop_edge_2=0.1,
+                   drop_feature_1=0.0, drop_feature_2=0.2, tau=0.7, epochs=1500, weight_decay=1e-5),
+}  # fmt: skip
+
+
+def drop_feature(x: torch.Tensor, p: float) -> torch.Tensor:
+    """Zero a random subset of feature columns (the same columns for every node), as GRACE does."""
+    mask = torch.rand(x.size(1), device=x.device) < p
+    return x.masked_fill(mask, 0.0)
+
+
+class GRACE(nn.Module):
+    """Encoder + projection head + cl-plugins loss in the GRACE layout; ``forward(data)`` is the loss."""
+
+    def __init__(self, encoder: GCNEncoder, hidden: int, proj_hidden: int, loss_fn: nn.Module, drops: tuple) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.fc1, self.fc2 = nn.Linear(hidden, proj_hidden), nn.Linear(proj_hidden, hidden)
+        self.loss_fn = loss_fn
+        self.drop_edge_1, self.drop_edge_2, self.drop_feature_1, self.drop_feature_2 = drops
+
+    def projection(self, z: torch.Tensor) -> torch.Tensor:
+        return self.fc2(F.elu(self.fc1(z)))
+
+    def view(self, data: Any, p_edge: float, p_feature: float) -> torch.Tensor:
+        from torch_geometric.utils import dropout_edge
+
+        edge_index, _ = dropout_edge(data.edge_index, p=p_edge, training=True)
+        return self.encoder(drop_feature(data.x, p_feature), edge_index)
+
+    def forward(self, data: Any) -> torch.Tensor:
+        h1 = self.projection(self.view(data, self.drop_edge_1, self.drop_feature_1))
+        h2 = self.projection(self.view(data, self.drop_edge_2, self.drop_feature_2))
+        return self.loss_fn(h1, h2)
+
+    @torch.no_grad()
+    def embed(self, data: Any) -> torch.Tensor:
+        was_training = self.training
+        self.eval()
+        z = self.encoder(data.x, data.edge_index)
+        self.train(was_training)
+        return z
+
+
+@dataclass
+class GraceConfig:
+    dataset: str = field(
+        default="Cora", metadata={"help": "Planetoid name (folder <data root>/graphs/planetoid/NAME/raw)"}
+    )
+    data_root: str = field(
+        default="", metadata={"help": "folder holding NAME/raw (default $CL_PLUGINS_DATA/graphs/planetoid)"}
+    )
+    loss: str = field(default="infonce", metadata={"help": f"strategy: {', '.join(clp.available_losses())}"})
+    loss_args: dict = field(default_factory=dict, metadata={"help": "strategy parameters"})
+    tau: float = field(default=-1.0, metadata={"help": "GRACE's temperature (-1: the dataset's preset)"})
+    epochs: int = field(default=-1, metadata={"help": "training epochs (-1: the dataset's preset)"})
+    lr: float = field(default=-1.0, metadata={"help": "Adam learning rate (-1: preset)"})
+    seeds: list[int] = field(default_factory=lambda: [0], metadata={"help": "training seeds"})
+    eval_seeds: int = field(default=20, metadata={"help": "classifier splits / seeds per trained encoder"})
+    split: str = field(default="both", metadata={"help": "evaluation split: random (10/10/80), public or both"})
+    output_dir: str = field(default="outputs/grace", metadata={"help": "checkpoints, embeddings, results.json"})
+    resume: bool = field(default=False, metadata={"help": "continue each seed from its last checkpoint"})
+    log_with: str = field(default="tensorboard", metadata={"help": "Accelerate tracker (tensorboard, wandb, none)"})
+    progress: bool = field(default=True, metadata={"help": "show progress bars"})
+
+
+def settings(config: GraceConfig) -> dict[str, Any]:
+    if config.dataset not in PRESETS:
+        raise ValueError(f"no GRACE preset for {config.dataset!r}; choose from {sorted(PRESETS)}")
+    out = dict(PRESETS[config.dataset])
+    for key in ("tau", "epochs", "lr"):
+        if getattr(config, key) > 0:
+            out[key] = getattr(config, key)
+    return out
+
+
+def build_model(config: GraceConfig, num_features: int) -> GRACE:
+    s = settings(config)
+    loss_args = dict(config.loss_args)
+    if config.loss == "amcl":
+        loss_args.setdefault("dim", s["hidden"])
+    # every rank holds the whole graph: gathering would duplicate the nodes
+    loss_fn = build_host_loss(config.loss, host_tau=s["tau"], layout="grace", gather_distributed=False, **loss_args)
+    encoder = GCNEncoder(num_features, s["hidden"], s["activation"])
+    drops = (s["drop_edge_1"], s["drop_edge_2"], s["drop_feature_1"], s["drop_feature_2"])
+    return GRACE(encoder, s["hidden"], s["proj_hidden"], loss_fn, drops)
+
+
+def evaluate_embeddings(emb: np.ndarray, graph: Any, split: str, eval_seeds: int) -> dict[str, Any]:
+    splits = ("random", "public") if split == "both" else (split,)
+    masks = tuple(getattr(graph, f"{k}_mask").cpu().numpy() for k in ("train", "val", "test"))
+    labels = graph.y.cpu().numpy()
+    return {s: node_classification(emb, labels, split=s, seeds=range(eval_seeds), masks=masks) for s in splits}
+
+
+def run_seed(config: GraceConfig, seed: int, dataset: Any) -> dict[str, Any]:
+    from accelerate.utils import set_seed
+    from torch_geometric.loader import DataLoader
+
+    s = settings(config)
+    out = Path(config.output_dir) / f"seed{seed}"
+    accelerator = make_accelerator(out, log_with=config.log_with)
+    set_seed(seed)
+    model = build_model(config, dataset.num_features)
+    optimizer = torch.optim.Adam(model.parameters(), lr=s["lr"], weight_decay=s["weight_decay"])
+    if accelerator.is_main_process and config.log_with != "none":
+        accelerator.init_trackers("grace", config={k: str(v) for k, v in {**asdict(config), **s}.items()})
+    losses = fit(
+        accelerator,
+        model,
+        optimizer,
+        DataLoader(dataset, batch_size=1),
+        s["epochs"],
+        checkpoint_dir=out / "checkpoints",
+        resume=config.resume,
+        progress=config.progress,
+        desc=f"GRACE {config.dataset} {config.loss} seed {seed}",
+        min_graphs=1,
+        checkpoint_every=50,
+    )
+    result: dict[str, Any] = {"seed": seed, "final_loss": losses[-1] if losses else None}
+    if accelerator.is_main_process:
+        unwrapped: GRACE = accelerator.unwrap_model(model)
+        graph = dataset[0].to(accelerator.device)
+        emb = unwrapped.embed(graph).cpu().numpy()
+        np.savez(out / "embeddings.npz", embeddings=emb, labels=graph.y.cpu().numpy())
+        torch.save(
+            {"config": asdict(config), "num_features": dataset.num_features, "model": unwrapped.state_dict()},
+            out / "model.pt",
+        )
+        result["eval"] = evaluate_embeddings(emb, graph, config.split, config.eval_seeds)
+        for split, rows in result["eval"].items():
+            mi, ma = (mean_std([100 * r[k] for r in rows])[0] for k in ("micro_f1", "macro_f1"))
+            accelerator.log({f"eval/{split}_micro_f1": mi, f"eval/{split}_macro_f1": ma}, step=s["epochs"])
+            accelerator.print(
+                f"{config.dataset} {config.loss} seed {seed} [{split}]: F1-micro {mi:.2f} F1-macro {ma:.2f}"
+            )
+    accelerator.end_training()
+    return result
+
+
+def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Mean ± std (in %) over every (training seed, evaluation seed) pair, per split."""
+    out: dict[str, Any] = {}
+    splits = {s for r in runs for s in r.get("eval", {})}
+    for split in sorted(splits):
+        rows = [row for r in runs for row in r["eval"].get(split, [])]
+        for key in ("micro_f1", "macro_f1"):
+            m, sd = mean_std([100 * row[key] for row in rows])
+            out[f"{split}_{key}_mean"], out[f"{split}_{key}_std"] = m, sd
+    return out
+
+
+def run(config: GraceConfig) -> dict[str, Any]:
+    dataset = load_planetoid(config.dataset, root=config.data_root or None)
+    runs = [run_seed(config, seed, dataset) for seed in config.seeds]
+    summary = {"config": asdict(config), "settings": settings(config), "runs": runs, **summarise(runs)}
+    write_json(Path(config.output_dir) / "results.json", summary)
+    return summary
+
+
+def build_parser(defaults: dict[str, Any] | None = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    return add_dataclass_arguments(parser, GraceConfig, defaults)
+
+
+def main(argv: list[str] | None = None) -> None:
+    summary = run(config_from_args(GraceConfig, build_parser().parse_args(argv)))
+    print(json.dumps({k: v for k, v in summary.items() if k.endswith(("_mean", "_std"))}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
