@@ -1,0 +1,135 @@
+"""Real-data smoke tests of the graph loaders and harnesses, and short end-to-end runs (with resume)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("torch_geometric")
+
+from integrations.graph.datasets import load_planetoid, load_tu  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("CL_PLUGINS_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
+
+
+@pytest.mark.parametrize(
+    "name, graphs, features, classes",
+    [("MUTAG", 188, 7, [63, 125]), ("PROTEINS", 1113, 3, [663, 450]), ("NCI1", 4110, 37, [2053, 2057]),
+     ("IMDB-BINARY", 1000, 1, [500, 500])],
+)  # fmt: skip
+def test_tu_datasets_load_from_the_pack(data_root, name, graphs, features, classes):
+    ds = load_tu(name)
+    assert len(ds) == graphs and ds[0].x.size(1) == features
+    assert torch.bincount(ds.y).tolist() == classes
+    assert not (data_root / "graphs" / "tu" / name / "processed").exists()  # the pack stays untouched
+
+
+def test_tu_features_for_unlabelled_graphs(data_root):
+    degree = load_tu("IMDB-BINARY", features="degree", max_degree=10)
+    assert degree[0].x.shape[1] == 11 and torch.allclose(degree[0].x.sum(1), torch.ones(degree[0].num_nodes))
+    with pytest.raises(ValueError, match="no node labels"):
+        load_tu("IMDB-BINARY", features="labels")
+
+
+def test_tu_loader_reads_any_raw_tu_folder(tmp_path):
+    raw = tmp_path / "TOY" / "raw"
+    raw.mkdir(parents=True)
+    # two triangles, no node labels
+    (raw / "TOY_A.txt").write_text(
+        "\n".join(
+            f"{a}, {b}"
+            for a, b in [(1, 2), (2, 1), (2, 3), (3, 2), (1, 3), (3, 1), (4, 5), (5, 4), (5, 6), (6, 5), (4, 6), (6, 4)]
+        )
+        + "\n"
+    )
+    (raw / "TOY_graph_indicator.txt").write_text("\n".join(["1"] * 3 + ["2"] * 3) + "\n")
+    (raw / "TOY_graph_labels.txt").write_text("1\n-1\n")
+    ds = load_tu("TOY", root=tmp_path)
+    assert len(ds) == 2 and ds[0].x.tolist() == [[1.0]] * 3
+    assert load_tu("TOY", root=tmp_path, features="degree", max_degree=3)[0].x[:, 2].tolist() == [1.0] * 3
+
+
+def test_missing_dataset_names_the_variable(tmp_path, monkeypatch):
+    monkeypatch.setenv("CL_PLUGINS_DATA", str(tmp_path))
+    monkeypatch.setattr("torch_geometric.datasets.tu_dataset.fs.cp", _offline)
+    with pytest.raises(RuntimeError, match="CL_PLUGINS_DATA"):
+        load_tu("NOPE")
+
+
+def _offline(*args, **kwargs):
+    raise OSError("offline")
+
+
+@pytest.mark.parametrize("name, nodes, split", [("Cora", 2708, (140, 500, 1000)), ("CiteSeer", 3327, (120, 500, 1000))])
+def test_planetoid_from_the_pack(data_root, name, nodes, split):
+    g = load_planetoid(name)[0]
+    assert g.num_nodes == nodes
+    assert tuple(int(m.sum()) for m in (g.train_mask, g.val_mask, g.test_mask)) == split
+    torch.testing.assert_close(g.x.sum(1)[g.x.sum(1) > 0], torch.ones(int((g.x.sum(1) > 0).sum())))
+
+
+def test_moleculenet_and_zinc_from_the_pack(data_root):
+    pytest.importorskip("rdkit")
+    from integrations.graph.molecules import MoleculeNetData, scaffold_split, zinc_smiles
+
+    bbbp = MoleculeNetData("bbbp")
+    assert len(bbbp) == 2039 and bbbp.tasks == ["p_np"] and bbbp.dropped == 0
+    train, valid, test = scaffold_split(bbbp.smiles)
+    assert (len(train), len(valid), len(test)) == (1631, 204, 204)
+    assert not set(train) & set(valid) and not set(valid) & set(test)
+    assert MoleculeNetData("tox21").num_tasks == 12
+    assert len(zinc_smiles()) == 29445
+
+
+# ---------------------------------------------------------------------------- end to end (tiny)
+def test_graphcl_tu_end_to_end_and_exact_resume(data_root, tmp_path):
+    from integrations.graph import graphcl_tu
+
+    def config(out, epochs, resume=False):
+        return graphcl_tu.TUConfig(dataset="MUTAG", seeds=[0], epochs=epochs, batch_size=64, hidden=8, eval_folds=3,
+                                   svm_search=False, output_dir=str(out), log_with="none", progress=False,
+                                   loss="macl", resume=resume)  # fmt: skip
+
+    full = graphcl_tu.run(config(tmp_path / "a", 2))
+    assert 0.5 < full["accuracy_mean"] / 100 <= 1.0
+    graphcl_tu.run(config(tmp_path / "b", 1))
+    graphcl_tu.run(config(tmp_path / "b", 2, resume=True))
+    a = torch.load(tmp_path / "a" / "seed0" / "model.pt", weights_only=False)["model"]
+    b = torch.load(tmp_path / "b" / "seed0" / "model.pt", weights_only=False)["model"]
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], rtol=0, atol=0, msg=key)
+    saved = json.loads((tmp_path / "a" / "results.json").read_text())
+    assert saved["config"]["loss"] == "macl"
+    emb = np.load(tmp_path / "a" / "seed0" / "embeddings.npz")
+    assert emb["embeddings"].shape == (188, 24)
+
+
+def test_grace_end_to_end(data_root, tmp_path):
+    from integrations.graph import grace
+
+    cfg = grace.GraceConfig(dataset="Cora", epochs=3, eval_seeds=2, output_dir=str(tmp_path), log_with="none",
+                            progress=False, loss="temperature_free")  # fmt: skip
+    out = grace.run(cfg)
+    assert set(out) >= {"random_micro_f1_mean", "public_macro_f1_std"}
+    assert 0.14 < out["random_micro_f1_mean"] / 100 <= 1.0
+
+
+def test_graphcl_transfer_end_to_end(data_root, tmp_path):
+    pytest.importorskip("rdkit")
+    from integrations.graph import graphcl_transfer
+
+    cfg = graphcl_transfer.TransferConfig(
+        loss="dual_temperature", pretrain_molecules=128, pretrain_epochs=1, pretrain_batch_size=64, num_layers=2,
+        emb_dim=16, datasets=["bace"], runseeds=[0], finetune_epochs=1, output_dir=str(tmp_path), log_with="none",
+        progress=False,
+    )  # fmt: skip
+    out = graphcl_transfer.run(cfg)
+    entry = out["datasets"]["bace"]
+    assert entry["molecules"] == 1513 and 0.0 < entry["test_auc_last_mean"] <= 100.0
+    assert (tmp_path / "pretrained_gin.pt").exists()
