@@ -133,3 +133,28 @@ def test_graphcl_transfer_end_to_end(data_root, tmp_path):
     entry = out["datasets"]["bace"]
     assert entry["molecules"] == 1513 and 0.0 < entry["test_auc_last_mean"] <= 100.0
     assert (tmp_path / "pretrained_gin.pt").exists()
+
+
+def test_evaluate_cli_checkpoint_equals_saved_embeddings(data_root, tmp_path, capsys):
+    from integrations.graph import evaluate, graphcl_tu
+
+    cfg = graphcl_tu.TUConfig(dataset="MUTAG", seeds=[0], epochs=1, hidden=8, eval_folds=3, svm_search=False,
+                              output_dir=str(tmp_path), log_with="none", progress=False)  # fmt: skip
+    graphcl_tu.run(cfg)
+    results = []
+    for source in (["--embeddings", str(tmp_path / "seed0" / "embeddings.npz")],
+                   ["--checkpoint", str(tmp_path / "seed0" / "model.pt")]):  # fmt: skip
+        evaluate.main(["tu", *source, "--seeds", "0", "--folds", "3"])
+        results.append(json.loads(capsys.readouterr().out))
+    assert results[0] == results[1] and 50 < results[0]["accuracy_mean"] <= 100
+
+
+@pytest.mark.parametrize("script", ["graphcl_tu.py", "graphcl_transfer.py", "grace_node.py"])
+def test_example_help(script):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, str(root / "examples" / script), "--help"], capture_output=True, text=True)
+    assert out.returncode == 0 and "--loss" in out.stdout and "--loss_arg" in out.stdout

@@ -1,0 +1,124 @@
+"""Evaluate saved graph embeddings or checkpoints with each paper's protocol.
+
+    python -m integrations.graph.evaluate tu --embeddings outputs/graphcl_tu/seed0/embeddings.npz
+    python -m integrations.graph.evaluate tu --checkpoint outputs/graphcl_tu/seed0/model.pt --seeds 0 1 2 3 4
+    python -m integrations.graph.evaluate node --checkpoint outputs/grace/seed0/model.pt --split both
+    python -m integrations.graph.evaluate node --embeddings emb.npz --dataset Cora --split public
+    python -m integrations.graph.evaluate molecule --checkpoint outputs/graphcl_transfer/pretrained_gin.pt \\
+        --datasets bbbp bace --runseeds 0 1 2
+
+* ``tu``: 10-fold SVM accuracy with a C grid (:mod:`integrations.graph.svm_eval`), one score per
+  fold seed, mean ± std. An ``.npz`` holds ``embeddings`` [G, D] and ``labels`` [G].
+* ``node``: logistic-regression F1-micro / F1-macro (:mod:`integrations.graph.node_eval`) on the
+  random 10/10/80 split (one per seed) and / or the public Planetoid split.
+* ``molecule``: fine-tuning of a pre-trained GIN on MoleculeNet with the scaffold split
+  (:func:`integrations.graph.graphcl_transfer.finetune`); test ROC-AUC at the last epoch and at
+  the best validation epoch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+import numpy as np
+import torch
+
+from integrations.common.results import mean_std
+
+
+def _tu_embeddings(checkpoint: str) -> tuple[np.ndarray, np.ndarray]:
+    from torch_geometric.loader import DataLoader
+
+    from . import graphcl_tu
+
+    saved = torch.load(checkpoint, weights_only=False)
+    config = graphcl_tu.TUConfig(**saved["config"])
+    model = graphcl_tu.build_model(config, saved["num_features"])
+    model.load_state_dict(saved["model"])
+    dataset = graphcl_tu.load_tu(config.dataset, root=config.data_root or None, features=config.features)
+    emb, y = model.embed_all(DataLoader(dataset, batch_size=512))
+    return emb.numpy(), y.numpy().ravel()
+
+
+def _node_embeddings(checkpoint: str) -> tuple[np.ndarray, Any]:
+    from . import grace
+
+    saved = torch.load(checkpoint, weights_only=False)
+    config = grace.GraceConfig(**saved["config"])
+    model = grace.build_model(config, saved["num_features"])
+    model.load_state_dict(saved["model"])
+    graph = grace.load_planetoid(config.dataset, root=config.data_root or None)[0]
+    return model.embed(graph).numpy(), graph
+
+
+def evaluate_tu(args: argparse.Namespace) -> dict[str, Any]:
+    from .svm_eval import svm_cv_accuracy
+
+    if args.checkpoint:
+        x, y = _tu_embeddings(args.checkpoint)
+    else:
+        saved = np.load(args.embeddings)
+        x, y = saved["embeddings"], saved["labels"]
+    accs = [100 * svm_cv_accuracy(x, y, seed=s, folds=args.folds) for s in args.seeds]
+    mean, std = mean_std(accs)
+    return {"accuracy_per_seed": accs, "accuracy_mean": mean, "accuracy_std": std}
+
+
+def evaluate_node(args: argparse.Namespace) -> dict[str, Any]:
+    from .grace import evaluate_embeddings, load_planetoid, summarise
+
+    if args.checkpoint:
+        x, graph = _node_embeddings(args.checkpoint)
+    else:
+        if not args.dataset:
+            raise SystemExit("--embeddings needs --dataset (the Planetoid graph supplies labels and the public split)")
+        x = np.load(args.embeddings)["embeddings"]
+        graph = load_planetoid(args.dataset)[0]
+    return summarise([{"eval": evaluate_embeddings(x, graph, args.split, args.seeds)}])
+
+
+def evaluate_molecule(args: argparse.Namespace) -> dict[str, Any]:
+    from .graphcl_transfer import TransferConfig, run
+
+    saved = torch.load(args.checkpoint, weights_only=False)
+    config = TransferConfig(**{**saved["config"], "datasets": args.datasets, "runseeds": args.runseeds})
+    config.input_model, config.finetune_epochs, config.output_dir = args.checkpoint, args.epochs, args.output_dir
+    out = run(config)["datasets"]
+    return {name: {k: v for k, v in entry.items() if k != "runs"} for name, entry in out.items()}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="protocol", required=True)
+    tu = sub.add_parser("tu", help="GraphCL / InfoGraph SVM accuracy")
+    src = tu.add_mutually_exclusive_group(required=True)
+    src.add_argument("--embeddings", help=".npz with embeddings and labels (written by graphcl_tu)")
+    src.add_argument("--checkpoint", help="model.pt written by graphcl_tu")
+    tu.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="fold-shuffling seeds")
+    tu.add_argument("--folds", type=int, default=10, help="outer cross-validation folds")
+    node = sub.add_parser("node", help="GRACE logistic-regression F1")
+    src = node.add_mutually_exclusive_group(required=True)
+    src.add_argument("--embeddings", help=".npz with node embeddings (written by grace)")
+    src.add_argument("--checkpoint", help="model.pt written by grace")
+    node.add_argument("--dataset", default="", help="Planetoid name (needed with --embeddings)")
+    node.add_argument("--split", default="both", choices=["random", "public", "both"], help="evaluation split")
+    node.add_argument("--seeds", type=int, default=20, help="number of split / classifier seeds")
+    mol = sub.add_parser("molecule", help="MoleculeNet fine-tuning ROC-AUC")
+    mol.add_argument("--checkpoint", required=True, help="pretrained_gin.pt written by graphcl_transfer")
+    mol.add_argument("--datasets", nargs="+", default=["bbbp", "tox21", "sider", "clintox", "bace"], help="sets")
+    mol.add_argument("--runseeds", type=int, nargs="+", default=list(range(10)), help="fine-tuning seeds")
+    mol.add_argument("--epochs", type=int, default=100, help="fine-tuning epochs")
+    mol.add_argument("--output_dir", default="outputs/graph_eval_molecule", help="where results.json goes")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    result = {"tu": evaluate_tu, "node": evaluate_node, "molecule": evaluate_molecule}[args.protocol](args)
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
