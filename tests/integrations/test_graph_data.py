@@ -141,6 +141,7 @@ def test_evaluate_cli_checkpoint_equals_saved_embeddings(data_root, tmp_path, ca
     cfg = graphcl_tu.TUConfig(dataset="MUTAG", seeds=[0], epochs=1, hidden=8, eval_folds=3, svm_search=False,
                               output_dir=str(tmp_path), log_with="none", progress=False)  # fmt: skip
     graphcl_tu.run(cfg)
+    capsys.readouterr()
     results = []
     for source in (["--embeddings", str(tmp_path / "seed0" / "embeddings.npz")],
                    ["--checkpoint", str(tmp_path / "seed0" / "model.pt")]):  # fmt: skip
