@@ -159,3 +159,20 @@ def test_example_help(script):
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, str(root / "examples" / script), "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "--loss" in out.stdout and "--loss_arg" in out.stdout
+
+
+@pytest.mark.distributed
+def test_graphcl_tu_under_two_processes(data_root, tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    script = str(root / "examples" / "graphcl_tu.py")
+    args = "--dataset MUTAG --seeds 0 --epochs 1 --hidden 8 --eval_folds 3 --no-svm_search --log_with none"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", script, *args.split()]
+    cmd += ["--no-progress", "--output_dir", str(tmp_path), "--loss", "macl"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=root)
+    assert out.returncode == 0, out.stderr[-2000:]
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert 50 < saved["accuracy_mean"] <= 100
