@@ -41,26 +41,25 @@ def graphcl_loss(name: str = "infonce", tau: float = 0.2, **kwargs: Any) -> nn.M
     return build_host_loss(name, host_tau=tau, host_decoupled=True, layout="cross_view", **kwargs)
 
 
+def _install_pair_loss(cls: type, method: str, loss_fn: nn.Module) -> nn.Module:
+    """Set ``cls.<method>(self, a, b)`` to ``loss_fn(a, b)`` (GraphCL's seams take the two views)."""
+
+    def pair_loss(self: Any, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return loss_fn(a, b)
+
+    pair_loss.__name__ = method
+    setattr(cls, method, pair_loss)
+    return loss_fn
+
+
 def patch_graphcl_tu(simclr_cls: type, name: str = "infonce", tau: float = 0.2, **kwargs: Any) -> nn.Module:
     """Replace ``simclr.loss_cal(self, x, x_aug)`` of GraphCL's ``unsupervised_TU/gsimclr.py``."""
-    loss_fn = graphcl_loss(name, tau, **kwargs)
-
-    def loss_cal(self: Any, x: torch.Tensor, x_aug: torch.Tensor) -> torch.Tensor:
-        return loss_fn(x, x_aug)
-
-    simclr_cls.loss_cal = loss_cal
-    return loss_fn
+    return _install_pair_loss(simclr_cls, "loss_cal", graphcl_loss(name, tau, **kwargs))
 
 
 def patch_graphcl_transfer(graphcl_cls: type, name: str = "infonce", tau: float = 0.1, **kwargs: Any) -> nn.Module:
     """Replace ``graphcl.loss_cl(self, x1, x2)`` of GraphCL's ``chem/pretrain_graphcl.py`` (or ``bio/``)."""
-    loss_fn = graphcl_loss(name, tau, **kwargs)
-
-    def loss_cl(self: Any, x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
-        return loss_fn(x1, x2)
-
-    graphcl_cls.loss_cl = loss_cl
-    return loss_fn
+    return _install_pair_loss(graphcl_cls, "loss_cl", graphcl_loss(name, tau, **kwargs))
 
 
 class _PerTau:
