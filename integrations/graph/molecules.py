@@ -31,6 +31,8 @@ BOND_DIRECTIONS = ("NONE", "ENDUPRIGHT", "ENDDOWNRIGHT")
 SMILES_COLUMNS = ("smiles", "mol", "SMILES", "Smiles", "canonical_smiles")
 # columns of the original MoleculeNet CSVs that are not tasks
 NON_TASK_COLUMNS = {"num", "name", "Model", "pIC50", "MolWt", "mol_id", "CID", "Canonical_Smiles", "activity"}
+# where a CSV carries descriptors besides its labels (the original bace.csv), pretrain-gnns reads only these
+KNOWN_TASKS = {"Class": ["Class"], "HIV_active": ["HIV_active"], "p_np": ["p_np"]}
 
 
 def smiles_to_graph(smiles: str) -> Any | None:
@@ -70,7 +72,9 @@ def read_moleculenet_csv(path: str | Path) -> tuple[list[str], np.ndarray, list[
         smiles_col = next((c for c in SMILES_COLUMNS if c in fields), None)
         if smiles_col is None:
             raise ValueError(f"{path}: no SMILES column (looked for {SMILES_COLUMNS}); columns are {fields}")
-        tasks = [c for c in fields if c != smiles_col and c not in NON_TASK_COLUMNS]
+        tasks = next((KNOWN_TASKS[c] for c in KNOWN_TASKS if c in fields), None)
+        if tasks is None:
+            tasks = [c for c in fields if c != smiles_col and c not in NON_TASK_COLUMNS]
         smiles, labels = [], []
         for row in reader:
             smiles.append(row[smiles_col])

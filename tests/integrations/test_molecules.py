@@ -64,6 +64,9 @@ def test_moleculenet_csv_reader(tmp_path):
     smiles, labels, tasks = read_moleculenet_csv(path)
     assert smiles == ["CCO", "CCN"] and tasks == ["task_a", "task_b"]
     assert labels.tolist() == [[1, 0], [-1, 1]]
+    original_bace = tmp_path / "bace.csv"
+    original_bace.write_text("mol,CID,Class,Model,pIC50,MolWt,numRings\nCCO,BACE_1,1,Train,9.1,46.0,0\n")
+    assert read_moleculenet_csv(original_bace)[2] == ["Class"]
     bad = tmp_path / "bad.csv"
     bad.write_text("foo,bar\n1,2\n")
     with pytest.raises(ValueError, match="SMILES column"):
