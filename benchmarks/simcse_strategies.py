@@ -66,7 +66,8 @@ def run(strategy: str, seed: int, args: argparse.Namespace) -> dict:
         "--skip_before",
     ]
     cmd += ["--transfer_limit", str(args.transfer_limit)]
-    subprocess.run(cmd, check=True)
+    if not (args.reuse and (out / "results.json").exists()):
+        subprocess.run(cmd, check=True)
     return json.loads((out / "results.json").read_text())
 
 
@@ -84,6 +85,9 @@ def main() -> None:
         help="subsample transfer training sets (the main job's default; 0: full data)",
     )
     parser.add_argument("--workdir", default="outputs/simcse_strategies", help="run folders")
+    parser.add_argument(
+        "--reuse", action="store_true", help="keep runs whose folder already has results.json (resume a benchmark)"
+    )
     parser.add_argument("--output", type=Path, default=ROOT / "docs" / "results" / "simcse.md", help="markdown table")
     args = parser.parse_args()
 
