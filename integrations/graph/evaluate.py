@@ -27,16 +27,15 @@ import torch
 
 from integrations.common.results import mean_std
 
+from .trainer import load_run_model
+
 
 def _tu_embeddings(checkpoint: str) -> tuple[np.ndarray, np.ndarray]:
     from torch_geometric.loader import DataLoader
 
     from . import graphcl_tu
 
-    saved = torch.load(checkpoint, weights_only=False)
-    config = graphcl_tu.TUConfig(**saved["config"])
-    model = graphcl_tu.build_model(config, saved["num_features"])
-    model.load_state_dict(saved["model"])
+    config, model = load_run_model(checkpoint, graphcl_tu.TUConfig, graphcl_tu.build_model)
     dataset = graphcl_tu.load_tu(config.dataset, root=config.data_root or None, features=config.features)
     emb, y = model.embed_all(DataLoader(dataset, batch_size=512))
     return emb.numpy(), y.numpy().ravel()
@@ -45,10 +44,7 @@ def _tu_embeddings(checkpoint: str) -> tuple[np.ndarray, np.ndarray]:
 def _node_embeddings(checkpoint: str) -> tuple[np.ndarray, Any]:
     from . import grace
 
-    saved = torch.load(checkpoint, weights_only=False)
-    config = grace.GraceConfig(**saved["config"])
-    model = grace.build_model(config, saved["num_features"])
-    model.load_state_dict(saved["model"])
+    config, model = load_run_model(checkpoint, grace.GraceConfig, grace.build_model)
     graph = grace.load_planetoid(config.dataset, root=config.data_root or None)[0]
     return model.embed(graph).numpy(), graph
 

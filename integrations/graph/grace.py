@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import cl_plugins as clp
-from integrations.common.accelerate_setup import make_accelerator
+from integrations.common.accelerate_setup import make_accelerator, start_tracking
 from integrations.common.cli import add_dataclass_arguments, config_from_args
 from integrations.common.host_loss import build_host_loss
 from integrations.common.results import mean_std, write_json
@@ -34,7 +34,7 @@ from integrations.common.results import mean_std, write_json
 from .datasets import load_planetoid
 from .encoders import GCNEncoder
 from .node_eval import node_classification
-from .trainer import fit
+from .trainer import fit, save_run_model
 
 #: GRACE's config.yaml
 PRESETS: dict[str, dict[str, Any]] = {
@@ -147,8 +147,7 @@ def run_seed(config: GraceConfig, seed: int, dataset: Any) -> dict[str, Any]:
     set_seed(seed)
     model = build_model(config, dataset.num_features)
     optimizer = torch.optim.Adam(model.parameters(), lr=s["lr"], weight_decay=s["weight_decay"])
-    if accelerator.is_main_process and config.log_with != "none":
-        accelerator.init_trackers("grace", config={k: str(v) for k, v in {**asdict(config), **s}.items()})
+    start_tracking(accelerator, "grace", {**asdict(config), **s})
     losses = fit(
         accelerator,
         model,
@@ -168,10 +167,7 @@ def run_seed(config: GraceConfig, seed: int, dataset: Any) -> dict[str, Any]:
         graph = dataset[0].to(accelerator.device)
         emb = unwrapped.embed(graph).cpu().numpy()
         np.savez(out / "embeddings.npz", embeddings=emb, labels=graph.y.cpu().numpy())
-        torch.save(
-            {"config": asdict(config), "num_features": dataset.num_features, "model": unwrapped.state_dict()},
-            out / "model.pt",
-        )
+        save_run_model(out / "model.pt", config, dataset.num_features, unwrapped)
         result["eval"] = evaluate_embeddings(emb, graph, config.split, config.eval_seeds)
         for split, rows in result["eval"].items():
             mi, ma = (mean_std([100 * r[k] for r in rows])[0] for k in ("micro_f1", "macro_f1"))

@@ -27,7 +27,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 import cl_plugins as clp
-from integrations.common.accelerate_setup import make_accelerator
+from integrations.common.accelerate_setup import make_accelerator, start_tracking
 from integrations.common.cli import add_dataclass_arguments, config_from_args
 from integrations.common.host_loss import build_host_loss
 from integrations.common.results import mean_std, write_json
@@ -97,8 +97,7 @@ def pretrain(config: TransferConfig) -> dict[str, torch.Tensor]:
     model = GraphCL(gnn, projection_head(config.emb_dim), loss_fn, *augs)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.pretrain_lr)
     loader = DataLoader(graphs, batch_size=config.pretrain_batch_size, shuffle=True)
-    if accelerator.is_main_process and config.log_with != "none":
-        accelerator.init_trackers("graphcl_transfer", config={k: str(v) for k, v in asdict(config).items()})
+    start_tracking(accelerator, "graphcl_transfer", asdict(config))
     losses = fit(
         accelerator,
         model,

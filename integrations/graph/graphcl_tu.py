@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 import cl_plugins as clp
-from integrations.common.accelerate_setup import make_accelerator
+from integrations.common.accelerate_setup import make_accelerator, start_tracking
 from integrations.common.cli import add_dataclass_arguments, config_from_args
 from integrations.common.host_loss import build_host_loss
 from integrations.common.results import mean_std, write_json
@@ -31,7 +31,7 @@ from .augment import GraphAugmentor
 from .datasets import load_tu
 from .encoders import GINEncoder, projection_head
 from .svm_eval import svm_cv_accuracy
-from .trainer import GraphCL, fit
+from .trainer import GraphCL, fit, save_run_model
 
 
 @dataclass
@@ -83,8 +83,7 @@ def run_seed(config: TUConfig, seed: int, dataset: Any) -> dict[str, Any]:
     model = build_model(config, dataset.num_features)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
     loader = DataLoader(dataset, batch_size=config.batch_size, shuffle=True)
-    if accelerator.is_main_process and config.log_with != "none":
-        accelerator.init_trackers("graphcl_tu", config={k: str(v) for k, v in asdict(config).items()})
+    start_tracking(accelerator, "graphcl_tu", asdict(config))
     losses = fit(
         accelerator,
         model,
@@ -101,10 +100,7 @@ def run_seed(config: TUConfig, seed: int, dataset: Any) -> dict[str, Any]:
         unwrapped: GraphCL = accelerator.unwrap_model(model)
         emb, y = unwrapped.embed_all(DataLoader(dataset, batch_size=512), accelerator.device)
         np.savez(out / "embeddings.npz", embeddings=emb.numpy(), labels=y.numpy().ravel())
-        torch.save(
-            {"config": asdict(config), "num_features": dataset.num_features, "model": unwrapped.state_dict()},
-            out / "model.pt",
-        )
+        save_run_model(out / "model.pt", config, dataset.num_features, unwrapped)
         acc = svm_cv_accuracy(
             emb.numpy(), y.numpy().ravel(), seed=seed, folds=config.eval_folds, search=config.svm_search
         )

@@ -10,9 +10,9 @@ strategy's statistics, and an Accelerate checkpoint at the end of every epoch fr
 from __future__ import annotations
 
 import math
-import re
 import shutil
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from integrations.common.accelerate_setup import after_optimizer_step
+from integrations.common.accelerate_setup import after_optimizer_step, latest_numbered
 
 
 class GraphCL(nn.Module):
@@ -78,9 +78,18 @@ class EpochCounter:
         self.epoch = int(state["epoch"])
 
 
-def latest_epoch_checkpoint(folder: Path) -> Path | None:
-    found = [p for p in folder.glob("epoch_*") if re.fullmatch(r"epoch_\d+", p.name)]
-    return max(found, key=lambda p: int(p.name.split("_")[1]), default=None)
+def save_run_model(path: Path, config: Any, num_features: int, model: nn.Module) -> None:
+    """``model.pt`` of a graph run: the run's config (a dataclass), the input width and the weights."""
+    torch.save({"config": asdict(config), "num_features": num_features, "model": model.state_dict()}, path)
+
+
+def load_run_model(path: str | Path, config_cls: type, build_model: Callable[[Any, int], nn.Module]) -> tuple:
+    """(config, model) rebuilt from a :func:`save_run_model` file with the trainer's ``build_model``."""
+    saved = torch.load(path, weights_only=False)
+    config = config_cls(**saved["config"])
+    model = build_model(config, saved["num_features"])
+    model.load_state_dict(saved["model"])
+    return config, model
 
 
 def fit(
@@ -109,7 +118,7 @@ def fit(
     counter = EpochCounter()
     accelerator.register_for_checkpointing(counter)
     if resume and checkpoint_dir is not None:
-        path = latest_epoch_checkpoint(checkpoint_dir)
+        path = latest_numbered(checkpoint_dir, "epoch")
         if path is not None:
             accelerator.load_state(str(path))
             accelerator.print(f"resumed from {path} (epoch {counter.epoch})")
@@ -148,7 +157,7 @@ def fit(
         counter.epoch += 1
         losses.append(total / count if count else math.nan)
         if checkpoint_dir is not None and (counter.epoch % checkpoint_every == 0 or counter.epoch == epochs):
-            previous = latest_epoch_checkpoint(checkpoint_dir) if checkpoint_dir.exists() else None
+            previous = latest_numbered(checkpoint_dir, "epoch")
             accelerator.save_state(str(checkpoint_dir / f"epoch_{counter.epoch}"))
             if previous is not None and accelerator.is_main_process:
                 shutil.rmtree(previous)

@@ -29,7 +29,7 @@ from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
 import cl_plugins as clp
-from integrations.common.accelerate_setup import after_optimizer_step, make_accelerator
+from integrations.common.accelerate_setup import after_optimizer_step, latest_numbered, make_accelerator, start_tracking
 from integrations.common.cli import add_dataclass_arguments
 from integrations.common.cli import config_from_args as dataclass_config_from_args
 
@@ -111,8 +111,7 @@ def dev_score(model: SimCSEModel, tokenizer: Any, max_length: int | None = None)
 
 
 def latest_checkpoint(output_dir: Path) -> Path | None:
-    ckpts = sorted((output_dir / "checkpoints").glob("step_*"), key=lambda p: int(p.name.split("_")[1]))
-    return ckpts[-1] if ckpts else None
+    return latest_numbered(output_dir / "checkpoints", "step")
 
 
 def train(config: TrainConfig) -> dict[str, Any]:
@@ -183,8 +182,7 @@ def train(config: TrainConfig) -> dict[str, Any]:
         accelerator.load_state(str(path))
         accelerator.print(f"resumed from {path} at step {state.step}")
 
-    if accelerator.is_main_process and config.log_with != "none":
-        accelerator.init_trackers("simcse", config={k: str(v) for k, v in asdict(config).items()})
+    start_tracking(accelerator, "simcse", asdict(config))
     unwrapped: SimCSEModel = accelerator.unwrap_model(model)
     bar = tqdm(
         total=total,
