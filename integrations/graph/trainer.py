@@ -9,8 +9,6 @@ strategy's statistics, and an Accelerate checkpoint at the end of every epoch fr
 
 from __future__ import annotations
 
-import math
-import shutil
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -18,9 +16,8 @@ from typing import Any
 
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
-from integrations.common.accelerate_setup import after_optimizer_step, latest_numbered
+from integrations.common.training import fit as common_fit
 
 
 class GraphCL(nn.Module):
@@ -65,19 +62,6 @@ class GraphCL(nn.Module):
         return torch.cat(embs), torch.cat(ys)
 
 
-class EpochCounter:
-    """Registered with Accelerate so a checkpoint knows how many epochs are done."""
-
-    def __init__(self) -> None:
-        self.epoch = 0
-
-    def state_dict(self) -> dict[str, int]:
-        return {"epoch": self.epoch}
-
-    def load_state_dict(self, state: dict[str, int]) -> None:
-        self.epoch = int(state["epoch"])
-
-
 def save_run_model(path: Path, config: Any, num_features: int, model: nn.Module) -> None:
     """``model.pt`` of a graph run: the run's config (a dataclass), the input width and the weights."""
     torch.save({"config": asdict(config), "num_features": num_features, "model": model.state_dict()}, path)
@@ -92,76 +76,10 @@ def load_run_model(path: str | Path, config_cls: type, build_model: Callable[[An
     return config, model
 
 
-def fit(
-    accelerator: Any,
-    model: nn.Module,
-    optimizer: torch.optim.Optimizer,
-    loader: Any,
-    epochs: int,
-    *,
-    checkpoint_dir: Path | None = None,
-    resume: bool = False,
-    progress: bool = True,
-    desc: str = "GraphCL",
-    log_prefix: str = "train",
-    on_epoch_end: Callable[[int], None] | None = None,
-    min_graphs: int = 2,
-    checkpoint_every: int = 1,
-) -> list[float]:
-    """Train ``model`` (whose forward returns the loss) for ``epochs``; returns the mean loss per epoch.
+def fit(accelerator: Any, model: nn.Module, *args: Any, min_graphs: int = 2, **kwargs: Any) -> list[float]:
+    """:func:`integrations.common.training.fit`, skipping batches of fewer than ``min_graphs`` graphs.
 
-    Batches with fewer than ``min_graphs`` graphs are skipped (with graph-level contrast an anchor
-    needs a negative; node-level models such as GRACE pass 1). A checkpoint is written every
-    ``checkpoint_every`` epochs and at the last one.
+    With graph-level contrast an anchor needs a negative; node-level models such as GRACE pass 1.
     """
-    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
-    counter = EpochCounter()
-    accelerator.register_for_checkpointing(counter)
-    if resume and checkpoint_dir is not None:
-        path = latest_numbered(checkpoint_dir, "epoch")
-        if path is not None:
-            accelerator.load_state(str(path))
-            accelerator.print(f"resumed from {path} (epoch {counter.epoch})")
-    unwrapped = accelerator.unwrap_model(model)
-    losses: list[float] = []
-    step = counter.epoch * len(loader)
-    bar = tqdm(
-        total=epochs * len(loader),
-        initial=step,
-        desc=desc,
-        disable=not (progress and accelerator.is_local_main_process),
-    )
-    model.train()
-    while counter.epoch < epochs:
-        total, count = 0.0, 0
-        for data in loader:
-            bar.update(1)
-            if data.num_graphs < min_graphs:
-                continue
-            loss = model(data)
-            if not torch.isfinite(loss):
-                raise FloatingPointError(
-                    f"{desc}: the loss became {float(loss)} at epoch {counter.epoch + 1}; lower the learning rate "
-                    "or check the strategy's parameters"
-                )
-            optimizer.zero_grad()
-            accelerator.backward(loss)
-            optimizer.step()
-            after_optimizer_step(unwrapped.loss_fn)
-            step += 1
-            total, count = total + float(loss.detach()), count + 1
-            logs = {f"{log_prefix}/loss": float(loss.detach())}
-            logs.update({f"{log_prefix}/{k}": v for k, v in unwrapped.loss_fn.stats.items() if k != "loss"})
-            accelerator.log(logs, step=step)
-            bar.set_postfix(loss=f"{logs[f'{log_prefix}/loss']:.4f}")
-        counter.epoch += 1
-        losses.append(total / count if count else math.nan)
-        if checkpoint_dir is not None and (counter.epoch % checkpoint_every == 0 or counter.epoch == epochs):
-            previous = latest_numbered(checkpoint_dir, "epoch")
-            accelerator.save_state(str(checkpoint_dir / f"epoch_{counter.epoch}"))
-            if previous is not None and accelerator.is_main_process:
-                shutil.rmtree(previous)
-        if on_epoch_end is not None:
-            on_epoch_end(counter.epoch)
-    bar.close()
-    return losses
+    kwargs.setdefault("desc", "GraphCL")
+    return common_fit(accelerator, model, *args, skip_batch=lambda data: data.num_graphs < min_graphs, **kwargs)

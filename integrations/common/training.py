@@ -1,0 +1,115 @@
+"""The epoch loop every adapter's trainer runs on Accelerate.
+
+:func:`fit` trains a model whose forward returns the loss: progress bar, tracker logging of the
+loss and of the strategy's statistics, an Accelerate checkpoint every ``checkpoint_every`` epochs
+(model, optimizer, RNG, epoch and whatever else is registered), and exact resume.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from .accelerate_setup import after_optimizer_step, latest_numbered
+
+
+class EpochCounter:
+    """Registered with Accelerate so a checkpoint knows how many epochs are done."""
+
+    def __init__(self) -> None:
+        self.epoch = 0
+
+    def state_dict(self) -> dict[str, int]:
+        return {"epoch": self.epoch}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.epoch = int(state["epoch"])
+
+
+def fit(
+    accelerator: Any,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    loader: Any,
+    epochs: int,
+    *,
+    checkpoint_dir: Path | None = None,
+    resume: bool = False,
+    progress: bool = True,
+    desc: str = "train",
+    log_prefix: str = "train",
+    on_epoch_end: Callable[[int], None] | None = None,
+    skip_batch: Callable[[Any], bool] | None = None,
+    after_step: Callable[[], None] | None = None,
+    checkpoint_every: int = 1,
+    register: tuple[Any, ...] = (),
+) -> list[float]:
+    """Train ``model`` (whose forward returns the loss) for ``epochs``; returns the mean loss per epoch.
+
+    ``model.loss_fn`` is the cl-plugins loss (its statistics are logged, its learned temperatures
+    clamped). Batches for which ``skip_batch`` is true are skipped; ``after_step`` runs after every
+    optimizer step (learning-rate schedules, momentum encoders); objects in ``register`` (e.g. a
+    scheduler) are checkpointed with the run. A checkpoint is written every ``checkpoint_every``
+    epochs and at the last one.
+    """
+    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+    counter = EpochCounter()
+    for obj in (counter, *register):
+        accelerator.register_for_checkpointing(obj)
+    if resume and checkpoint_dir is not None:
+        path = latest_numbered(checkpoint_dir, "epoch")
+        if path is not None:
+            accelerator.load_state(str(path))
+            accelerator.print(f"resumed from {path} (epoch {counter.epoch})")
+    unwrapped = accelerator.unwrap_model(model)
+    losses: list[float] = []
+    step = counter.epoch * len(loader)
+    bar = tqdm(
+        total=epochs * len(loader),
+        initial=step,
+        desc=desc,
+        disable=not (progress and accelerator.is_local_main_process),
+    )
+    model.train()
+    while counter.epoch < epochs:
+        total, count = 0.0, 0
+        for data in loader:
+            bar.update(1)
+            if skip_batch is not None and skip_batch(data):
+                continue
+            loss = model(data)
+            if not torch.isfinite(loss):
+                raise FloatingPointError(
+                    f"{desc}: the loss became {float(loss)} at epoch {counter.epoch + 1}; lower the learning rate "
+                    "or check the strategy's parameters"
+                )
+            optimizer.zero_grad()
+            accelerator.backward(loss)
+            optimizer.step()
+            after_optimizer_step(unwrapped.loss_fn)
+            if after_step is not None:
+                after_step()
+            step += 1
+            total, count = total + float(loss.detach()), count + 1
+            logs = {f"{log_prefix}/loss": float(loss.detach())}
+            logs.update({f"{log_prefix}/{k}": v for k, v in unwrapped.loss_fn.stats.items() if k != "loss"})
+            accelerator.log(logs, step=step)
+            bar.set_postfix(loss=f"{logs[f'{log_prefix}/loss']:.4f}")
+        counter.epoch += 1
+        losses.append(total / count if count else math.nan)
+        if checkpoint_dir is not None and (counter.epoch % checkpoint_every == 0 or counter.epoch == epochs):
+            previous = latest_numbered(checkpoint_dir, "epoch")
+            accelerator.save_state(str(checkpoint_dir / f"epoch_{counter.epoch}"))
+            if previous is not None and accelerator.is_main_process:
+                shutil.rmtree(previous)
+        if on_epoch_end is not None:
+            on_epoch_end(counter.epoch)
+    bar.close()
+    return losses

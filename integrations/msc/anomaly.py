@@ -1,0 +1,266 @@
+"""MSC (Reiss & Hoshen, AAAI 2023) one-class anomaly detection with any cl-plugins strategy.
+
+    accelerate launch examples/msc_anomaly.py --backbone_path outputs/vision/backbone.pt --loss temperature_free
+
+The protocol of ``talreiss/Mean-Shifted-Anomaly-Detection``, one normal class at a time:
+
+1. Backbone features are L2-normalised. The centre c is the mean of the normalised features of
+   the normal class's training images, computed once before fine-tuning (normalised again with
+   ``--angular``).
+2. Fine-tuning: two MoCo-v2 views of every normal training image; features minus c go to the
+   contrastive loss (re-normalised inside: the mean-shifted representation). MSC uses NT-Xent at
+   τ 0.25 (``infonce`` here); any cl-plugins strategy takes its place. ``--angular`` adds MSC's
+   centre term Σ‖z − c‖² of both views. SGD (no momentum), lr 1e-5, weight decay 5e-5; the
+   first stages (conv1, bn1, layer1, layer2) are frozen and BatchNorm stays in evaluation mode,
+   as in the released code (which never calls ``model.train()``).
+3. Score of a test image: the sum of squared L2 distances from its normalised feature to the
+   k = 2 nearest normalised training features; ROC-AUC with the normal class as 0 and every
+   other class as 1, over the whole test split. Reported before fine-tuning (epoch 0) and after
+   every epoch; the table uses the last epoch and the mean over normal classes.
+
+Backbones (``--backbone_path``): a torchvision-format ResNet state dict (``--arch resnet152``,
+ImageNet stem, 224 × 224 inputs: the paper's setting with ImageNet weights), or a
+``backbone.pt`` written by :mod:`integrations.vision.train` (the offline default; its own
+resolution and normalisation). The default pretraining uses only CIFAR-10 *training* images and
+no labels, so neither the test split nor any label of the one-class task reaches the backbone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from integrations.common.accelerate_setup import make_accelerator, start_tracking
+from integrations.common.cli import add_dataclass_arguments, config_from_args
+from integrations.common.results import mean_std, write_json
+from integrations.common.training import fit
+from integrations.vision.augment import IMAGENET_MEAN, IMAGENET_STD, EvalTransform, SSLAugment
+from integrations.vision.data import CIFAR10_CLASSES, load_cifar10, stratified_subset
+from integrations.vision.features import extract_features
+from integrations.vision.resnet import ResNet, build_resnet, load_torchvision_weights
+from integrations.vision.train import load_backbone
+
+from .patch import MSC_TAU, MSCContrastiveLoss
+from .scoring import knn_anomaly_score, roc_auc
+
+FROZEN = ("conv1", "bn1", "layer1", "layer2")
+
+
+@dataclass
+class MSCConfig:
+    backbone_path: str = field(
+        default="outputs/vision/backbone.pt",
+        metadata={"help": "backbone.pt of integrations.vision.train, or a torchvision ResNet state dict (.pth)"},
+    )
+    arch: str = field(default="resnet152", metadata={"help": "architecture of a torchvision state dict"})
+    image_size: int = field(default=224, metadata={"help": "input size for torchvision weights (MSC: 224)"})
+    loss: str = field(default="infonce", metadata={"help": "cl-plugins strategy in place of MSC's NT-Xent"})
+    loss_args: dict[str, Any] = field(default_factory=dict)
+    tau: float = field(default=MSC_TAU, metadata={"help": "host temperature (MSC: 0.25)"})
+    angular: bool = field(default=False, metadata={"help": "add MSC's angular centre loss"})
+    normal_classes: list[int] = field(
+        default_factory=lambda: list(range(10)), metadata={"help": "CIFAR-10 classes, each in turn the normal one"}
+    )
+    seeds: list[int] = field(default_factory=lambda: [0], metadata={"help": "seeds of each one-class run"})
+    epochs: int = field(default=20, metadata={"help": "fine-tuning epochs (MSC: 20; the paper's table: 25)"})
+    lr: float = field(default=1e-5, metadata={"help": "SGD learning rate"})
+    weight_decay: float = field(default=5e-5, metadata={"help": "SGD weight decay"})
+    batch_size: int = field(default=64, metadata={"help": "images per batch"})
+    k: int = field(default=2, metadata={"help": "nearest normal features in the anomaly score"})
+    freeze: bool = field(default=True, metadata={"help": "freeze conv1, bn1, layer1, layer2 (MSC)"})
+    train_per_class: int = field(default=0, metadata={"help": "normal training images used (0: all 5,000)"})
+    test_per_class: int = field(default=0, metadata={"help": "test images per class (0: all 1,000)"})
+    data_root: str = field(default="", metadata={"help": "folder holding images/... (default: $CL_PLUGINS_DATA)"})
+    mixed_precision: str = field(default="no", metadata={"help": "no, fp16 or bf16"})
+    output_dir: str = field(default="outputs/msc", metadata={"help": "per-class checkpoints and results.json"})
+    resume: bool = field(default=False, metadata={"help": "continue each one-class run from its last checkpoint"})
+    log_with: str = field(default="tensorboard", metadata={"help": "Accelerate tracker (tensorboard, wandb, none)"})
+    progress: bool = field(default=True, metadata={"help": "show progress bars"})
+
+
+class MSCModel(nn.Module):
+    """Backbone whose output is L2-normalised; ``forward(batch)`` is MSC's training loss.
+
+    Shapes: ``embed(x [B, C, H, W]) -> [B, F]`` unit rows; ``center`` [F].
+    """
+
+    center: torch.Tensor
+
+    def __init__(self, backbone: ResNet, loss_fn: MSCContrastiveLoss, augment: Any, angular: bool = False) -> None:
+        super().__init__()
+        self.backbone, self.msc_loss, self.augment, self.angular = backbone, loss_fn, augment, angular
+        self.loss_fn = loss_fn.loss_fn  # the cl-plugins loss (fit logs its statistics)
+        self.register_buffer("center", torch.zeros(backbone.feature_dim))
+
+    def train(self, mode: bool = True) -> MSCModel:
+        # MSC fine-tunes with BatchNorm in evaluation mode (its loop never calls model.train())
+        super().train(mode)
+        self.backbone.eval()
+        return self
+
+    def embed(self, x: torch.Tensor) -> torch.Tensor:
+        return nn.functional.normalize(self.backbone(x), dim=-1)
+
+    def set_center(self, features: torch.Tensor) -> None:
+        center = features.mean(dim=0)
+        if self.angular:
+            center = nn.functional.normalize(center, dim=-1)
+        self.center.copy_(center.to(self.center))
+
+    def forward(self, batch: Any) -> torch.Tensor:
+        images = batch[0] if isinstance(batch, (tuple, list)) else batch
+        out_1 = self.embed(self.augment(images)) - self.center
+        out_2 = self.embed(self.augment(images)) - self.center
+        loss = self.msc_loss(out_1, out_2)
+        if self.angular:
+            loss = loss + (out_1**2).sum(dim=1).mean() + (out_2**2).sum(dim=1).mean()
+        return loss
+
+
+def load_msc_backbone(config: MSCConfig) -> tuple[ResNet, EvalTransform, SSLAugment, dict[str, Any]]:
+    """The backbone, its evaluation transform, MSC's training augmentation at its resolution, and metadata."""
+    path = Path(config.backbone_path)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"backbone_path {path} does not exist. Pretrain the offline default with "
+            "`python examples/simclr_cifar.py --output_dir outputs/vision` (CIFAR-10 training images, no labels), "
+            "or pass a torchvision ResNet state dict with --arch"
+        )
+    saved = torch.load(path, map_location="cpu", weights_only=False)
+    if isinstance(saved, dict) and "arch" in saved and "state_dict" in saved:
+        backbone, meta = load_backbone(path)
+        size, mean, std = meta["image_size"], tuple(meta["mean"]), tuple(meta["std"])
+        evaluation = EvalTransform(size=size, mean=mean, std=std)
+        augment = SSLAugment.moco_v2(size=size, mean=mean, std=std)
+        return backbone, evaluation, augment, meta
+    backbone = build_resnet(config.arch)
+    load_torchvision_weights(backbone, path)
+    # MSC: Resize(256) -> CenterCrop(224) for ResNet-152 (CIFAR images are upsampled)
+    evaluation = EvalTransform(size=config.image_size, resize_to=round(config.image_size * 256 / 224),
+                               mean=IMAGENET_MEAN, std=IMAGENET_STD)  # fmt: skip
+    return backbone, evaluation, SSLAugment.moco_v2(size=config.image_size), {"arch": config.arch, "torchvision": True}
+
+
+def freeze_stem(backbone: ResNet) -> None:
+    for name in FROZEN:
+        for p in getattr(backbone, name).parameters():
+            p.requires_grad_(False)
+
+
+def one_class_data(config: MSCConfig, normal: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(normal training images, test images, test labels with 1 = anomaly)."""
+    root = Path(config.data_root) if config.data_root else None
+    train, train_y = load_cifar10("train", root)
+    test, test_y = load_cifar10("test", root)
+    train = train[train_y == normal]
+    if config.train_per_class:
+        gen = torch.Generator().manual_seed(seed)
+        train = train[torch.randperm(train.shape[0], generator=gen)[: config.train_per_class]]
+    if config.test_per_class:
+        keep = stratified_subset(test_y, config.test_per_class, seed=seed)
+        test, test_y = test[keep], test_y[keep]
+    return train, test, (test_y != normal).long()
+
+
+def run_one_class(config: MSCConfig, normal: int, seed: int) -> dict[str, Any]:
+    from accelerate.utils import set_seed
+    from torch.utils.data import DataLoader, TensorDataset
+
+    out = Path(config.output_dir) / f"class{normal}_seed{seed}"
+    accelerator = make_accelerator(out, mixed_precision=config.mixed_precision, log_with=config.log_with)
+    set_seed(seed)
+    backbone, evaluation, augment, _ = load_msc_backbone(config)
+    if config.freeze:
+        freeze_stem(backbone)
+    loss_fn = MSCContrastiveLoss(config.loss, config.tau, **config.loss_args)
+    model = MSCModel(backbone, loss_fn, augment, config.angular).to(accelerator.device)
+    train, test, test_labels = one_class_data(config, normal, seed)
+    device = accelerator.device
+
+    def score() -> tuple[float, torch.Tensor]:
+        f_train = extract_features(model.embed, train, evaluation, device=device, batch_size=256)
+        f_test = extract_features(model.embed, test, evaluation, device=device, batch_size=256)
+        return roc_auc(test_labels, knn_anomaly_score(f_train, f_test, config.k)), f_train
+
+    model.eval()
+    auc0, f_train = score()
+    model.set_center(f_train)
+    aucs = [auc0]
+    accelerator.print(f"class {normal} ({CIFAR10_CLASSES[normal]}) seed {seed}: epoch 0 ROC-AUC {100 * auc0:.2f}")
+    start_tracking(accelerator, "msc", asdict(config) | {"normal_class": normal, "seed": seed})
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.SGD(params, lr=config.lr, weight_decay=config.weight_decay)
+    loader = DataLoader(TensorDataset(train), batch_size=config.batch_size, shuffle=True, drop_last=False)
+
+    def on_epoch_end(epoch: int) -> None:
+        if accelerator.is_main_process:
+            aucs.append(score()[0])
+            accelerator.log({"eval/roc_auc": aucs[-1]}, step=epoch)
+            accelerator.print(f"class {normal} seed {seed}: epoch {epoch} ROC-AUC {100 * aucs[-1]:.2f}")
+
+    t0 = time.time()
+    losses = fit(
+        accelerator,
+        model,
+        optimizer,
+        loader,
+        config.epochs,
+        checkpoint_dir=out / "checkpoints",
+        resume=config.resume,
+        progress=config.progress,
+        desc=f"MSC class {normal} {config.loss}",
+        skip_batch=lambda batch: batch[0].shape[0] < 2,
+        on_epoch_end=on_epoch_end,
+    )
+    accelerator.end_training()
+    return {"normal_class": normal, "seed": seed, "roc_auc": aucs, "epoch_loss": losses, "seconds": time.time() - t0}
+
+
+def run(config: MSCConfig) -> dict[str, Any]:
+    """Every normal class × seed; ``results.json`` holds per-epoch AUCs and the final mean over classes."""
+    if any(not 0 <= c < 10 for c in config.normal_classes):
+        raise ValueError(f"normal_classes must be CIFAR-10 class indices 0..9, got {config.normal_classes}")
+    runs = [run_one_class(config, c, s) for s in config.seeds for c in config.normal_classes]
+
+    def class_mean(seed: int, epoch: int) -> float:
+        values = [r["roc_auc"][epoch] for r in runs if r["seed"] == seed]
+        return 100 * sum(values) / len(values)
+
+    per_seed = [class_mean(s, -1) for s in config.seeds]
+    start = [class_mean(s, 0) for s in config.seeds]
+    mean, std = mean_std(per_seed)
+    summary = {
+        "config": asdict(config),
+        "runs": runs,
+        "per_class_final": {
+            CIFAR10_CLASSES[c]: 100 * sum(r["roc_auc"][-1] for r in runs if r["normal_class"] == c) / len(config.seeds)
+            for c in config.normal_classes
+        },
+        "mean_roc_auc": mean,
+        "mean_roc_auc_std": std,
+        "mean_roc_auc_before": mean_std(start)[0],
+    }
+    write_json(Path(config.output_dir) / "results.json", summary)
+    return summary
+
+
+def build_parser(defaults: dict[str, Any] | None = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    return add_dataclass_arguments(parser, MSCConfig, defaults)
+
+
+def main(argv: list[str] | None = None, defaults: dict[str, Any] | None = None) -> dict[str, Any]:
+    summary = run(config_from_args(MSCConfig, build_parser(defaults).parse_args(argv)))
+    print(json.dumps({k: summary[k] for k in ("mean_roc_auc", "mean_roc_auc_std", "mean_roc_auc_before")}, indent=2))
+    return summary
+
+
+if __name__ == "__main__":
+    main()

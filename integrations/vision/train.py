@@ -1,0 +1,292 @@
+"""Self-supervised image training (SimCLR / SimCo / MoCo v2 / SimMoCo) with any cl-plugins strategy.
+
+    accelerate launch examples/simclr_cifar.py --framework simclr --loss macl --epochs 200
+    python -m integrations.vision.train --framework simco --loss dual_temperature --subset_per_class 500
+
+Defaults follow the DySTreSS / MACL CIFAR recipe: ResNet-18 with the CIFAR stem, SimCLR head
+512 → 512 → 128 (BN), batch 128, SGD (momentum 0.9, lr 0.06, wd 5e-4, cosine schedule),
+200 epochs, SimCLR augmentation at 32 × 32, and the kNN monitor (k = 200, t = 0.1) on the
+backbone features. A linear probe on frozen features ends the run. ``--subset_per_class``,
+``--image_size`` and ``--width`` shrink the run for a CPU.
+
+Outputs in ``--output_dir``: ``results.json`` (kNN per evaluation, final kNN and linear probe),
+``backbone.pt`` (the backbone alone, loadable by :func:`load_backbone`, e.g. as MSC's default
+backbone), Accelerate checkpoints (``--resume`` continues exactly) and tracker logs (loss,
+temperature statistics of the strategy, kNN accuracy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from integrations.common.accelerate_setup import make_accelerator, start_tracking
+from integrations.common.cli import add_dataclass_arguments, config_from_args
+from integrations.common.results import write_json
+from integrations.common.training import fit
+
+from .augment import CIFAR10_MEAN, CIFAR10_STD, EvalTransform, SSLAugment
+from .data import load_cifar10, load_fashion_mnist, long_tail_indices, stratified_subset
+from .features import extract_features
+from .frameworks import FRAMEWORKS, ContrastiveSSL, build_vision_loss, projection_head
+from .knn import knn_accuracy
+from .linear_probe import linear_probe
+from .resnet import ResNet, build_resnet
+
+DATASETS = ("cifar10", "cifar10_lt", "fashion_mnist")
+FASHION_MNIST_MEAN, FASHION_MNIST_STD = (0.2860,), (0.3530,)
+
+
+@dataclass
+class VisionConfig:
+    framework: str = field(default="simclr", metadata={"help": f"one of {', '.join(FRAMEWORKS)}"})
+    loss: str = field(default="infonce", metadata={"help": "cl-plugins strategy (clp.available_losses())"})
+    loss_args: dict[str, Any] = field(default_factory=dict)
+    tau: float = field(default=0.1, metadata={"help": "host temperature (infonce τ; see host_loss for the others)"})
+    dataset: str = field(default="cifar10", metadata={"help": f"one of {', '.join(DATASETS)}"})
+    data_root: str = field(default="", metadata={"help": "folder holding images/... (default: $CL_PLUGINS_DATA)"})
+    imbalance_ratio: float = field(default=100.0, metadata={"help": "cifar10_lt: n_max / n_min"})
+    subset_per_class: int = field(default=0, metadata={"help": "train on this many images per class (0: all)"})
+    eval_bank_per_class: int = field(default=0, metadata={"help": "kNN bank / probe train images per class (0: all)"})
+    eval_test_per_class: int = field(default=0, metadata={"help": "test images per class (0: all)"})
+    image_size: int = field(default=32, metadata={"help": "training and evaluation resolution"})
+    arch: str = field(default="resnet18", metadata={"help": "resnet18/34/50/101/152 (CIFAR stem)"})
+    width: int = field(default=64, metadata={"help": "channels of the first ResNet stage (64: standard)"})
+    proj_hidden: int = field(default=512, metadata={"help": "projection head hidden size"})
+    proj_dim: int = field(default=128, metadata={"help": "projection size"})
+    epochs: int = field(default=200, metadata={"help": "training epochs"})
+    batch_size: int = field(default=128, metadata={"help": "images per batch and process"})
+    lr: float = field(default=0.06, metadata={"help": "SGD learning rate"})
+    weight_decay: float = field(default=5e-4, metadata={"help": "SGD weight decay"})
+    warmup_epochs: int = field(default=0, metadata={"help": "linear warm-up before the cosine decay"})
+    momentum: float = field(default=0.99, metadata={"help": "key-encoder EMA (mocov2, simmoco)"})
+    queue_size: int = field(default=4096, metadata={"help": "mocov2 queue length"})
+    symmetric: bool = field(default=True, metadata={"help": "mocov2 / simmoco: contrast both directions"})
+    blur: float = field(default=0.0, metadata={"help": "Gaussian-blur probability of the augmentation"})
+    knn_k: int = field(default=200, metadata={"help": "kNN monitor neighbours"})
+    knn_t: float = field(default=0.1, metadata={"help": "kNN monitor temperature"})
+    eval_every: int = field(default=10, metadata={"help": "kNN evaluation every N epochs (0: only at the end)"})
+    linear_epochs: int = field(default=100, metadata={"help": "linear-probe epochs at the end (0: skip)"})
+    mixed_precision: str = field(default="no", metadata={"help": "no, fp16 or bf16"})
+    seed: int = field(default=0, metadata={"help": "seed of initialisation, data order and augmentation"})
+    output_dir: str = field(default="outputs/vision", metadata={"help": "checkpoints, backbone.pt, results.json"})
+    checkpoint_every: int = field(default=1, metadata={"help": "checkpoint every N epochs (and at the end)"})
+    resume: bool = field(default=False, metadata={"help": "continue from the last checkpoint"})
+    log_with: str = field(default="tensorboard", metadata={"help": "Accelerate tracker (tensorboard, wandb, none)"})
+    progress: bool = field(default=True, metadata={"help": "show progress bars"})
+
+
+def load_split(config: VisionConfig, split: str) -> tuple[torch.Tensor, torch.Tensor]:
+    root = Path(config.data_root) if config.data_root else None
+    if config.dataset not in DATASETS:
+        raise ValueError(f"dataset must be one of {DATASETS}, got {config.dataset!r}")
+    if config.dataset == "fashion_mnist":
+        return load_fashion_mnist(split, root)
+    return load_cifar10(split, root)
+
+
+def normalisation(config: VisionConfig) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    return (FASHION_MNIST_MEAN, FASHION_MNIST_STD) if config.dataset == "fashion_mnist" else (CIFAR10_MEAN, CIFAR10_STD)
+
+
+def training_set(config: VisionConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """The (unlabelled for training) images: subset per class, then the long tail for ``cifar10_lt``."""
+    images, labels = load_split(config, "train")
+    if config.subset_per_class:
+        keep = stratified_subset(labels, config.subset_per_class, seed=config.seed)
+        images, labels = images[keep], labels[keep]
+    if config.dataset == "cifar10_lt":
+        keep = long_tail_indices(labels, config.imbalance_ratio, seed=config.seed)
+        images, labels = images[keep], labels[keep]
+    return images, labels
+
+
+def evaluation_sets(config: VisionConfig) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(bank images, bank labels, test images, test labels): the balanced train split and the test split."""
+    bank, bank_y = load_split(config, "train")
+    test, test_y = load_split(config, "test")
+    if config.eval_bank_per_class:
+        keep = stratified_subset(bank_y, config.eval_bank_per_class, seed=1000 + config.seed)
+        bank, bank_y = bank[keep], bank_y[keep]
+    if config.eval_test_per_class:
+        keep = stratified_subset(test_y, config.eval_test_per_class, seed=2000 + config.seed)
+        test, test_y = test[keep], test_y[keep]
+    return bank, bank_y, test, test_y
+
+
+def build_backbone(config: VisionConfig, in_channels: int) -> ResNet:
+    return build_resnet(config.arch, cifar_stem=True, width=config.width, in_channels=in_channels)
+
+
+def build_model(config: VisionConfig, in_channels: int = 3) -> ContrastiveSSL:
+    backbone = build_backbone(config, in_channels)
+    head = projection_head(backbone.feature_dim, config.proj_hidden, config.proj_dim)
+    loss_fn = build_vision_loss(config.loss, config.framework, tau=config.tau, dim=config.proj_dim, **config.loss_args)
+    mean, std = normalisation(config)
+    augment = SSLAugment(size=config.image_size, blur_p=config.blur, mean=mean, std=std)
+    return ContrastiveSSL(
+        backbone,
+        head,
+        loss_fn,
+        augment,
+        config.framework,
+        momentum=config.momentum,
+        queue_size=config.queue_size,
+        symmetric=config.symmetric,
+    )
+
+
+def cosine_schedule(optimizer: torch.optim.Optimizer, total_steps: int, warmup_steps: int) -> Any:
+    """Linear warm-up, then cosine decay to 0, stepped once per optimizer step."""
+
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return (step + 1) / warmup_steps
+        progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)
+        return 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def save_backbone(path: Path, config: VisionConfig, backbone: ResNet, in_channels: int) -> None:
+    """``backbone.pt``: what :func:`load_backbone` needs to rebuild the backbone, and how it was trained."""
+    torch.save(
+        {
+            "arch": config.arch,
+            "cifar_stem": True,
+            "width": config.width,
+            "in_channels": in_channels,
+            "image_size": config.image_size,
+            "mean": normalisation(config)[0],
+            "std": normalisation(config)[1],
+            "pretraining": asdict(config),
+            "state_dict": backbone.state_dict(),
+        },
+        path,
+    )
+
+
+def load_backbone(path: str | Path) -> tuple[ResNet, dict[str, Any]]:
+    """(backbone, metadata) of a :func:`save_backbone` file."""
+    saved = torch.load(path, map_location="cpu", weights_only=False)
+    if not isinstance(saved, dict) or "state_dict" not in saved or "arch" not in saved:
+        raise ValueError(f"{path} is not a backbone.pt written by integrations.vision.train")
+    net = build_resnet(
+        saved["arch"], cifar_stem=saved["cifar_stem"], width=saved["width"], in_channels=saved["in_channels"]
+    )
+    net.load_state_dict(saved["state_dict"])
+    return net, {k: v for k, v in saved.items() if k != "state_dict"}
+
+
+def evaluate(
+    config: VisionConfig, backbone: torch.nn.Module, sets: tuple[torch.Tensor, ...], device: torch.device, linear: bool
+) -> dict[str, float]:
+    mean, std = normalisation(config)
+    transform = EvalTransform(size=config.image_size, mean=mean, std=std)
+    bank, bank_y, test, test_y = sets
+    f_bank = extract_features(backbone, bank, transform, device=device, progress=config.progress, desc="bank")
+    f_test = extract_features(backbone, test, transform, device=device, progress=config.progress, desc="test")
+    classes = int(bank_y.max()) + 1
+    result = {
+        f"knn_{k}": v
+        for k, v in knn_accuracy(f_test, test_y, f_bank, bank_y, classes, config.knn_k, config.knn_t).items()
+    }
+    if linear and config.linear_epochs:
+        probe = linear_probe(f_bank, bank_y, f_test, test_y, classes, epochs=config.linear_epochs, seed=config.seed)
+        result.update({f"linear_{k}": v for k, v in probe.items()})
+    return result
+
+
+def run(config: VisionConfig) -> dict[str, Any]:
+    """Train, evaluate (kNN during training, kNN + linear probe at the end); returns ``results.json``."""
+    from accelerate.utils import set_seed
+    from torch.utils.data import DataLoader, TensorDataset
+
+    if config.eval_every < 0 or config.epochs < 1:
+        raise ValueError("epochs must be >= 1 and eval_every >= 0")
+    out = Path(config.output_dir)
+    accelerator = make_accelerator(out, mixed_precision=config.mixed_precision, log_with=config.log_with)
+    set_seed(config.seed)
+    images, labels = training_set(config)
+    if images.shape[0] < 2:
+        raise ValueError("the training set needs at least 2 images")
+    in_channels = images.shape[1]
+    model = build_model(config, in_channels)
+    optimizer = torch.optim.SGD(model.parameters(), lr=config.lr, momentum=0.9, weight_decay=config.weight_decay)
+    loader = DataLoader(
+        TensorDataset(images, labels), batch_size=min(config.batch_size, images.shape[0]), shuffle=True, drop_last=True
+    )
+    steps_per_epoch = max(1, len(loader) // accelerator.num_processes)
+    scheduler = cosine_schedule(optimizer, config.epochs * steps_per_epoch, config.warmup_epochs * steps_per_epoch)
+    sets = evaluation_sets(config)
+    start_tracking(accelerator, "vision_ssl", asdict(config))
+    history: list[dict[str, float]] = []
+
+    def after_step() -> None:
+        scheduler.step()
+        model.momentum_update()
+
+    def on_epoch_end(epoch: int) -> None:
+        if (
+            accelerator.is_main_process
+            and config.eval_every
+            and epoch % config.eval_every == 0
+            and epoch < config.epochs
+        ):
+            res = evaluate(config, model.backbone, sets, accelerator.device, linear=False)
+            history.append({"epoch": epoch, **res})
+            accelerator.log({f"eval/{k}": v for k, v in res.items()}, step=epoch * steps_per_epoch)
+            accelerator.print(f"epoch {epoch}: kNN top-1 {100 * res['knn_top1']:.2f}")
+
+    t0 = time.time()
+    losses = fit(
+        accelerator,
+        model,
+        optimizer,
+        loader,
+        config.epochs,
+        checkpoint_dir=out / "checkpoints",
+        resume=config.resume,
+        progress=config.progress,
+        desc=f"{config.framework} {config.loss}",
+        after_step=after_step,
+        on_epoch_end=on_epoch_end,
+        checkpoint_every=config.checkpoint_every,
+        register=(scheduler,),
+    )
+    result: dict[str, Any] = {
+        "config": asdict(config),
+        "train_images": int(images.shape[0]),
+        "epoch_loss": losses,
+        "train_seconds": time.time() - t0,
+        "history": history,
+    }
+    if accelerator.is_main_process:
+        save_backbone(out / "backbone.pt", config, model.backbone, in_channels)
+        final = evaluate(config, model.backbone, sets, accelerator.device, linear=True)
+        result.update(final)
+        accelerator.log({f"eval/{k}": v for k, v in final.items()}, step=config.epochs * steps_per_epoch)
+        write_json(out / "results.json", result)
+        accelerator.print(json.dumps({k: round(100 * v, 2) for k, v in final.items()}))
+    accelerator.end_training()
+    return result
+
+
+def build_parser(defaults: dict[str, Any] | None = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    return add_dataclass_arguments(parser, VisionConfig, defaults)
+
+
+def main(argv: list[str] | None = None, defaults: dict[str, Any] | None = None) -> dict[str, Any]:
+    return run(config_from_args(VisionConfig, build_parser(defaults).parse_args(argv)))
+
+
+if __name__ == "__main__":
+    main()
