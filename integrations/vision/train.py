@@ -79,6 +79,9 @@ class VisionConfig:
     output_dir: str = field(default="outputs/vision", metadata={"help": "checkpoints, backbone.pt, results.json"})
     checkpoint_every: int = field(default=1, metadata={"help": "checkpoint every N epochs (and at the end)"})
     resume: bool = field(default=False, metadata={"help": "continue from the last checkpoint"})
+    stop_after_epochs: int = field(
+        default=0, metadata={"help": "stop once this many epochs are done (split a run into jobs; then --resume)"}
+    )
     log_with: str = field(default="tensorboard", metadata={"help": "Accelerate tracker (tensorboard, wandb, none)"})
     progress: bool = field(default=True, metadata={"help": "show progress bars"})
 
@@ -251,7 +254,7 @@ def run(config: VisionConfig) -> dict[str, Any]:
         model,
         optimizer,
         loader,
-        config.epochs,
+        min(config.epochs, config.stop_after_epochs or config.epochs),
         checkpoint_dir=out / "checkpoints",
         resume=config.resume,
         progress=config.progress,

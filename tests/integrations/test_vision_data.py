@@ -1,0 +1,129 @@
+"""Real-data smoke tests of the image loaders, short SSL and MSC runs (with exact resume), the entry points."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from integrations.vision.data import load_cifar10, load_fashion_mnist, long_tail_counts
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = (
+    "--subset_per_class 6 --eval_bank_per_class 10 --eval_test_per_class 5 --width 4 --proj_hidden 16 --proj_dim 8 "
+    "--batch_size 20 --image_size 16 --linear_epochs 3 --eval_every 1 --log_with none --no-progress"
+).split()
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("CL_PLUGINS_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
+
+
+def test_cifar10_from_the_pack(data_root):
+    x, y = load_cifar10("test")
+    assert x.shape == (10000, 3, 32, 32) and x.dtype == torch.uint8
+    assert torch.bincount(y).tolist() == [1000] * 10
+    # the JPEG tree decodes to real images: mean intensity of CIFAR-10 is about 120
+    assert 100 < float(x.float().mean()) < 140
+
+
+def test_fashion_mnist_from_debian_or_the_pack(data_root):
+    try:
+        x, y = load_fashion_mnist("test")
+    except FileNotFoundError as err:
+        pytest.skip(f"Fashion-MNIST not installed: {err}")
+    assert x.shape == (10000, 1, 28, 28) and torch.bincount(y).tolist() == [1000] * 10
+
+
+def test_missing_cifar_names_the_variable(tmp_path, monkeypatch):
+    monkeypatch.setenv("CL_PLUGINS_DATA", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="CL_PLUGINS_DATA"):
+        load_cifar10("train")
+    with pytest.raises(ValueError, match="split"):
+        load_cifar10("val")
+
+
+def _train(tmp_path: Path, *extra: str) -> dict:
+    from integrations.vision.train import main
+
+    return main([*TINY, "--output_dir", str(tmp_path), *extra])
+
+
+def test_ssl_run_resumes_exactly(data_root, tmp_path):
+    straight = _train(tmp_path / "a", "--epochs", "2", "--framework", "mocov2", "--loss", "macl", "--queue_size", "40")
+    _train(
+        tmp_path / "b",
+        "--epochs",
+        "2",
+        "--stop_after_epochs",
+        "1",
+        "--framework",
+        "mocov2",
+        "--loss",
+        "macl",
+        "--queue_size",
+        "40",
+    )
+    resumed = _train(
+        tmp_path / "b", "--epochs", "2", "--framework", "mocov2", "--loss", "macl", "--queue_size", "40", "--resume"
+    )
+    assert resumed["epoch_loss"] == straight["epoch_loss"][1:]
+    a = torch.load(tmp_path / "a" / "backbone.pt")["state_dict"]
+    b = torch.load(tmp_path / "b" / "backbone.pt")["state_dict"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    saved = json.loads((tmp_path / "a" / "results.json").read_text())
+    assert 0 <= saved["knn_top1"] <= 1 and 0 <= saved["linear_top1"] <= 1 and saved["train_images"] == 60
+    assert [h["epoch"] for h in saved["history"]] == [1]
+
+
+def test_long_tail_and_fashion_mnist_runs(data_root, tmp_path):
+    lt = _train(
+        tmp_path / "lt", "--epochs", "1", "--dataset", "cifar10_lt", "--imbalance_ratio", "6", "--loss", "dystress"
+    )
+    assert lt["train_images"] == sum(long_tail_counts(6, 10, 6)) == 25
+    try:
+        load_fashion_mnist("test")
+    except FileNotFoundError:
+        pytest.skip("Fashion-MNIST not installed")
+    fm = _train(tmp_path / "fm", "--epochs", "1", "--dataset", "fashion_mnist", "--image_size", "28")
+    assert torch.load(tmp_path / "fm" / "backbone.pt")["in_channels"] == 1 and "knn_top1" in fm
+
+
+def test_msc_on_the_ssl_backbone(data_root, tmp_path):
+    _train(tmp_path / "ssl", "--epochs", "1", "--linear_epochs", "0")
+    from integrations.msc.anomaly import main
+
+    summary = main(
+        ["--backbone_path", str(tmp_path / "ssl" / "backbone.pt"), "--normal_classes", "3", "--epochs", "1",
+         "--train_per_class", "40", "--test_per_class", "6", "--batch_size", "16", "--loss", "temperature_free",
+         "--output_dir", str(tmp_path / "msc"), "--log_with", "none", "--no-progress", "--lr", "0.01"]
+    )  # fmt: skip
+    run = summary["runs"][0]
+    assert len(run["roc_auc"]) == 2 and all(0 <= a <= 1 for a in run["roc_auc"])
+    assert summary["mean_roc_auc"] == pytest.approx(100 * run["roc_auc"][-1])
+    meta = torch.load(tmp_path / "ssl" / "backbone.pt")["pretraining"]
+    assert meta["dataset"] == "cifar10"  # training split only, no labels: no leakage into the one-class task
+    with pytest.raises(FileNotFoundError, match="simclr_cifar.py"):
+        main(["--backbone_path", str(tmp_path / "none.pt"), "--log_with", "none"])
+
+
+@pytest.mark.parametrize("script", ["simclr_cifar.py", "msc_anomaly.py"])
+def test_entry_point_help(script):
+    out = subprocess.run([sys.executable, str(ROOT / "examples" / script), "--help"], capture_output=True, text=True)
+    assert out.returncode == 0 and "--loss" in out.stdout and "--output_dir" in out.stdout
+
+
+def test_two_process_run(data_root, tmp_path):
+    script = str(ROOT / "examples/simclr_cifar.py")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", script, *TINY]
+    cmd += ["--epochs", "1", "--framework", "mocov2", "--queue_size", "40", "--batch_size", "10"]
+    cmd += ["--output_dir", str(tmp_path)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert 0 <= saved["knn_top1"] <= 1
