@@ -98,7 +98,7 @@ def test_gaussian_blur_of_a_delta_is_the_separable_kernel():
     x[0, 0, 4, 4] = 1.0
     sigma = 1.0
     out = A.gaussian_blur(x, p=1.0, sigma=(sigma, sigma), kernel_size=5)
-    k = torch.exp(-torch.arange(-2.0, 3.0) ** 2 / (2 * sigma**2))
+    k = torch.exp(-(torch.arange(-2.0, 3.0) ** 2) / (2 * sigma**2))
     k = k / k.sum()
     torch.testing.assert_close(out[0, 0, 2:7, 2:7], torch.outer(k, k), atol=1e-6, rtol=0)
     const = torch.full((2, 3, 10, 10), 0.3)
