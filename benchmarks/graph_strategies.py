@@ -22,9 +22,6 @@ rewritten from it, with the papers' own numbers next to ours.
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
-import platform
 import sys
 import time
 from pathlib import Path
@@ -32,6 +29,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import results_store  # noqa: E402
 
 STRATEGIES = ["infonce", "macl", "dystress", "dual_temperature", "temperature_free", "amcl"]
 TU_DATASETS = ["MUTAG", "PROTEINS", "NCI1", "IMDB-BINARY"]
@@ -256,22 +256,12 @@ def main() -> None:
     parser.add_argument("--output", type=Path, default=ROOT / "docs" / "results" / "graph.md", help="markdown table")
     args = parser.parse_args()
 
-    import torch
-
-    results = json.loads(args.json.read_text()) if args.json.exists() else {"rows": []}
-    results["machine"] = (
-        f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, "
-        f"torch {torch.__version__}, {datetime.date.today()}"
-    )
+    results = results_store.load(args.json)
     parts = {"tu": part_tu, "grace": part_grace, "molecule": part_molecule}
     for name in args.parts:
         new = parts[name](args, args.workdir)
         key = lambda r: (r["part"], r.get("dataset"), r["strategy"])  # noqa: E731
-        replaced = {key(r) for r in new}
-        results["rows"] = [r for r in results["rows"] if key(r) not in replaced] + new
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(results, indent=1))
-        args.output.write_text(render(results))
+        results_store.merge(results, new, key, args.json, args.output, render)
     print(render(results))
 
 
