@@ -21,6 +21,10 @@ def make_accelerator(
     from accelerate import Accelerator
     from accelerate.utils import DistributedDataParallelKwargs, ProjectConfiguration
 
+    from accelerate.state import AcceleratorState
+
+    # several runs in one process (benchmarks, tests) may differ in precision; the process group stays
+    AcceleratorState._reset_state()
     out = Path(out)
     handlers = [DistributedDataParallelKwargs(find_unused_parameters=True)] if find_unused_parameters else []
     return Accelerator(

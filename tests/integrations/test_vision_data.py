@@ -82,10 +82,14 @@ def test_ssl_run_resumes_exactly(data_root, tmp_path):
 
 
 def test_long_tail_and_fashion_mnist_runs(data_root, tmp_path):
-    lt = _train(
-        tmp_path / "lt", "--epochs", "1", "--dataset", "cifar10_lt", "--imbalance_ratio", "6", "--loss", "dystress"
-    )
+    lt_args = ["--epochs", "1", "--dataset", "cifar10_lt", "--imbalance_ratio", "6", "--loss", "dystress"]
+    lt = _train(tmp_path / "lt", *lt_args, "--mixed_precision", "bf16", "--log_with", "tensorboard")
     assert lt["train_images"] == sum(long_tail_counts(6, 10, 6)) == 25
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(next((tmp_path / "lt" / "logs").iterdir())))
+    events.Reload()
+    assert {"train/loss", "train/tau_mean", "eval/knn_top1"} <= set(events.Tags()["scalars"])
     try:
         load_fashion_mnist("test")
     except FileNotFoundError:
