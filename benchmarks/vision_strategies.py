@@ -132,6 +132,7 @@ def part_msc(args: argparse.Namespace) -> list[dict[str, Any]]:
             seeds=args.msc_seeds,
             epochs=args.msc_epochs,
             lr=args.msc_lr,
+            eval_every=0,
             train_per_class=args.msc_train_per_class,
             test_per_class=args.msc_test_per_class,
             output_dir=str(args.workdir / "msc" / strategy),
@@ -235,8 +236,8 @@ def main() -> None:
     parser.add_argument("--msc_backbone", type=Path, default=None, help="backbone (default: the ssl infonce run)")
     parser.add_argument("--msc_classes", type=int, nargs="+", default=list(range(10)), help="normal classes")
     parser.add_argument("--msc_seeds", type=int, nargs="+", default=[0], help="msc seeds")
-    parser.add_argument("--msc_epochs", type=int, default=5, help="msc fine-tuning epochs (MSC: 20)")
-    parser.add_argument("--msc_lr", type=float, default=1e-5, help="msc learning rate (MSC: 1e-5)")
+    parser.add_argument("--msc_epochs", type=int, default=3, help="msc fine-tuning epochs (MSC: 20)")
+    parser.add_argument("--msc_lr", type=float, default=1e-3, help="msc learning rate (MSC: 1e-5, for ResNet-152)")
     parser.add_argument("--msc_train_per_class", type=int, default=1000, help="normal training images (0: 5,000)")
     parser.add_argument("--msc_test_per_class", type=int, default=0, help="test images per class (0: 1,000)")
     parser.add_argument("--workdir", type=Path, default=Path("outputs/vision_strategies"), help="run folders")

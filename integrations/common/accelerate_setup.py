@@ -19,9 +19,8 @@ def make_accelerator(
 ) -> Any:
     """An ``accelerate.Accelerator`` logging to ``out/logs``; ``log_with="none"`` disables trackers."""
     from accelerate import Accelerator
-    from accelerate.utils import DistributedDataParallelKwargs, ProjectConfiguration
-
     from accelerate.state import AcceleratorState
+    from accelerate.utils import DistributedDataParallelKwargs, ProjectConfiguration
 
     # several runs in one process (benchmarks, tests) may differ in precision; the process group stays
     AcceleratorState._reset_state()

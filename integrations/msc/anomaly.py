@@ -74,6 +74,7 @@ class MSCConfig:
     weight_decay: float = field(default=5e-5, metadata={"help": "SGD weight decay"})
     batch_size: int = field(default=64, metadata={"help": "images per batch"})
     k: int = field(default=2, metadata={"help": "nearest normal features in the anomaly score"})
+    eval_every: int = field(default=1, metadata={"help": "ROC-AUC every N epochs (MSC: 1; 0: before and after only)"})
     freeze: bool = field(default=True, metadata={"help": "freeze conv1, bn1, layer1, layer2 (MSC)"})
     train_per_class: int = field(default=0, metadata={"help": "normal training images used (0: all 5,000)"})
     test_per_class: int = field(default=0, metadata={"help": "test images per class (0: all 1,000)"})
@@ -192,7 +193,7 @@ def run_one_class(config: MSCConfig, normal: int, seed: int) -> dict[str, Any]:
     model.eval()
     auc0, f_train = score()
     model.set_center(f_train)
-    aucs = [auc0]
+    aucs, eval_epochs = [auc0], [0]
     accelerator.print(f"class {normal} ({CIFAR10_CLASSES[normal]}) seed {seed}: epoch 0 ROC-AUC {100 * auc0:.2f}")
     start_tracking(accelerator, "msc", asdict(config) | {"normal_class": normal, "seed": seed})
     params = [p for p in model.parameters() if p.requires_grad]
@@ -200,8 +201,10 @@ def run_one_class(config: MSCConfig, normal: int, seed: int) -> dict[str, Any]:
     loader = DataLoader(TensorDataset(train), batch_size=config.batch_size, shuffle=True, drop_last=False)
 
     def on_epoch_end(epoch: int) -> None:
-        if accelerator.is_main_process:
+        due = epoch == config.epochs or (config.eval_every and epoch % config.eval_every == 0)
+        if accelerator.is_main_process and due:
             aucs.append(score()[0])
+            eval_epochs.append(epoch)
             accelerator.log({"eval/roc_auc": aucs[-1]}, step=epoch)
             accelerator.print(f"class {normal} seed {seed}: epoch {epoch} ROC-AUC {100 * aucs[-1]:.2f}")
 
@@ -220,7 +223,8 @@ def run_one_class(config: MSCConfig, normal: int, seed: int) -> dict[str, Any]:
         on_epoch_end=on_epoch_end,
     )
     accelerator.end_training()
-    return {"normal_class": normal, "seed": seed, "roc_auc": aucs, "epoch_loss": losses, "seconds": time.time() - t0}
+    seconds = time.time() - t0
+    return dict(normal_class=normal, seed=seed, roc_auc=aucs, eval_epochs=eval_epochs, epoch_loss=losses, seconds=seconds)
 
 
 def run(config: MSCConfig) -> dict[str, Any]:
