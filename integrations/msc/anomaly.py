@@ -224,7 +224,9 @@ def run_one_class(config: MSCConfig, normal: int, seed: int) -> dict[str, Any]:
     )
     accelerator.end_training()
     seconds = time.time() - t0
-    return dict(normal_class=normal, seed=seed, roc_auc=aucs, eval_epochs=eval_epochs, epoch_loss=losses, seconds=seconds)
+    return dict(
+        normal_class=normal, seed=seed, roc_auc=aucs, eval_epochs=eval_epochs, epoch_loss=losses, seconds=seconds
+    )
 
 
 def run(config: MSCConfig) -> dict[str, Any]:
