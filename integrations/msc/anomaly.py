@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from accelerate import PartialState
 from torch import nn
 
 from integrations.common.accelerate_setup import make_accelerator, start_tracking
@@ -253,7 +254,8 @@ def run(config: MSCConfig) -> dict[str, Any]:
         "mean_roc_auc_std": std,
         "mean_roc_auc_before": mean_std(start)[0],
     }
-    write_json(Path(config.output_dir) / "results.json", summary)
+    if PartialState().is_main_process:  # the other ranks hold no ROC-AUC after epoch 0
+        write_json(Path(config.output_dir) / "results.json", summary)
     return summary
 
 
@@ -264,7 +266,9 @@ def build_parser(defaults: dict[str, Any] | None = None) -> argparse.ArgumentPar
 
 def main(argv: list[str] | None = None, defaults: dict[str, Any] | None = None) -> dict[str, Any]:
     summary = run(config_from_args(MSCConfig, build_parser(defaults).parse_args(argv)))
-    print(json.dumps({k: summary[k] for k in ("mean_roc_auc", "mean_roc_auc_std", "mean_roc_auc_before")}, indent=2))
+    if PartialState().is_main_process:
+        keys = ("mean_roc_auc", "mean_roc_auc_std", "mean_roc_auc_before")
+        print(json.dumps({k: summary[k] for k in keys}, indent=2))
     return summary
 
 

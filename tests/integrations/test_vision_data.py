@@ -131,3 +131,10 @@ def test_two_process_run(data_root, tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     saved = json.loads((tmp_path / "results.json").read_text())
     assert 0 <= saved["knn_top1"] <= 1
+    msc = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", str(ROOT / "examples/msc_anomaly.py")]
+    msc += ["--backbone_path", str(tmp_path / "backbone.pt"), "--normal_classes", "2", "--epochs", "1"]
+    msc += ["--train_per_class", "32", "--test_per_class", "5", "--batch_size", "8", "--log_with", "none"]
+    msc += ["--no-progress", "--output_dir", str(tmp_path / "msc")]
+    out = subprocess.run(msc, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert len(json.loads((tmp_path / "msc" / "results.json").read_text())["runs"][0]["roc_auc"]) == 2
