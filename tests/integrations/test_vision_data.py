@@ -131,7 +131,8 @@ def test_two_process_run(data_root, tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     saved = json.loads((tmp_path / "results.json").read_text())
     assert 0 <= saved["knn_top1"] <= 1
-    msc = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", str(ROOT / "examples/msc_anomaly.py")]
+    msc_script = str(ROOT / "examples" / "msc_anomaly.py")
+    msc = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", msc_script]
     msc += ["--backbone_path", str(tmp_path / "backbone.pt"), "--normal_classes", "2", "--epochs", "1"]
     msc += ["--train_per_class", "32", "--test_per_class", "5", "--batch_size", "8", "--log_with", "none"]
     msc += ["--no-progress", "--output_dir", str(tmp_path / "msc")]
