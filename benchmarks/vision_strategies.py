@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -57,10 +58,9 @@ def _mean_std(values: list[float]) -> str:
     return fmt_mean_std(values) if len(values) > 1 else f"{values[0]:.2f}"
 
 
-def part_ssl(args: argparse.Namespace) -> list[dict[str, Any]]:
+def part_ssl(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
     from integrations.vision.train import VisionConfig, run
 
-    rows = []
     for framework in args.frameworks:
         for strategy in args.strategies:
             if framework == "mocov2" and strategy == "amcl":
@@ -91,7 +91,7 @@ def part_ssl(args: argparse.Namespace) -> list[dict[str, Any]]:
                 else:
                     runs.append(run(cfg))
                 print(framework, strategy, seed, {k: round(100 * runs[-1][k], 2) for k in ("knn_top1", "linear_top1")})
-            rows.append(
+            yield (
                 dict(
                     part="ssl",
                     dataset=args.dataset,
@@ -113,16 +113,14 @@ def part_ssl(args: argparse.Namespace) -> list[dict[str, Any]]:
                     final_loss=[r["epoch_loss"][-1] for r in runs],
                 )
             )
-    return rows
 
 
-def part_msc(args: argparse.Namespace) -> list[dict[str, Any]]:
+def part_msc(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
     from integrations.msc.anomaly import MSCConfig, run
 
     backbone = args.msc_backbone or (
         args.workdir / "ssl" / "cifar10" / "simclr" / "infonce" / f"seed{args.seeds[0]}" / "backbone.pt"
     )
-    rows = []
     for strategy in args.msc_strategies:
         t0 = time.time()
         cfg = MSCConfig(
@@ -140,7 +138,7 @@ def part_msc(args: argparse.Namespace) -> list[dict[str, Any]]:
             progress=False,
         )
         res = run(cfg)
-        rows.append(
+        yield (
             dict(
                 part="msc",
                 dataset="cifar10",
@@ -164,7 +162,6 @@ def part_msc(args: argparse.Namespace) -> list[dict[str, Any]]:
             )
         )
         print("msc", strategy, f"{res['mean_roc_auc']:.2f} (before {res['mean_roc_auc_before']:.2f})", flush=True)
-    return rows
 
 
 def render(results: dict[str, Any]) -> str:
@@ -247,10 +244,10 @@ def main() -> None:
 
     results = results_store.load(args.json)
     parts = {"ssl": part_ssl, "msc": part_msc}
+    key = lambda r: (r["part"], r["label"], r["dataset"], r["framework"], r["strategy"])  # noqa: E731
     for name in args.parts:
-        new = parts[name](args)
-        key = lambda r: (r["part"], r["label"], r["dataset"], r["framework"], r["strategy"])  # noqa: E731
-        results_store.merge(results, new, key, args.json, args.output, render)
+        for row in parts[name](args):  # saved one by one: an interrupted benchmark keeps what it measured
+            results_store.merge(results, [row], key, args.json, args.output, render)
     print(render(results))
 
 

@@ -35,11 +35,14 @@ class MSCContrastiveLoss(torch.nn.Module):
     """``contrastive_loss(out_1, out_2)`` of MSC under strategy ``name`` (τ 0.25 goes to its own parameter).
 
     Shapes: out_1, out_2: [B, D] -> scalar. Inputs are L2-normalised here (MSC's inputs are
-    shifted by the centre and not re-normalised).
+    shifted by the centre and not re-normalised). ``amcl`` builds its heads on the features and
+    needs ``dim=D`` (2048 for ResNet-152, 512 for ResNet-18).
     """
 
     def __init__(self, name: str = "infonce", tau: float = MSC_TAU, **kwargs: Any) -> None:
         super().__init__()
+        if name == "amcl" and "dim" not in kwargs:
+            raise ValueError("amcl needs dim=<feature size> (2048 for MSC's ResNet-152, 512 for ResNet-18)")
         self.loss_fn = build_host_loss(name, host_tau=tau, layout="simclr", **kwargs)
 
     def forward(self, out_1: torch.Tensor, out_2: torch.Tensor) -> torch.Tensor:

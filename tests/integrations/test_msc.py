@@ -84,3 +84,10 @@ def test_roc_auc_known_answers_and_sklearn():
         roc_auc(torch.zeros(3), torch.rand(3))
     with pytest.raises(ValueError, match="NaN"):
         roc_auc(torch.tensor([0, 1]), torch.tensor([0.0, float("nan")]))
+
+
+def test_amcl_in_msc_needs_the_feature_size():
+    with pytest.raises(ValueError, match="dim="):
+        MSCContrastiveLoss("amcl")
+    z1, z2 = _shifted()
+    assert torch.isfinite(MSCContrastiveLoss("amcl", dim=32)(z1.float(), z2.float()))
