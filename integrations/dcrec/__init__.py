@@ -1,0 +1,1 @@
+"""DCRec (debiased contrastive sequential recommendation) adapter; so far its ranking metrics."""
