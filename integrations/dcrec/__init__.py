@@ -1,1 +1,1 @@
-"""DCRec (debiased contrastive sequential recommendation) adapter; so far its ranking metrics."""
+"""DCRec (debiased contrastive sequential recommendation) adapter; so far its data readers and ranking metrics."""
