@@ -25,6 +25,7 @@ next to the papers' numbers.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections.abc import Iterator
@@ -85,8 +86,6 @@ def part_ssl(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
                     progress=False,
                 )
                 if args.reuse and (Path(cfg.output_dir) / "results.json").exists():
-                    import json
-
                     runs.append(json.loads((Path(cfg.output_dir) / "results.json").read_text()))
                 else:
                     runs.append(run(cfg))

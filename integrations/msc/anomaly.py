@@ -45,8 +45,8 @@ from integrations.common.training import fit
 from integrations.vision.augment import IMAGENET_MEAN, IMAGENET_STD, EvalTransform, SSLAugment
 from integrations.vision.data import CIFAR10_CLASSES, load_cifar10, stratified_subset
 from integrations.vision.features import extract_features
-from integrations.vision.resnet import ResNet, build_resnet, load_torchvision_weights
-from integrations.vision.train import load_backbone
+from integrations.vision.resnet import ResNet, build_resnet, load_torchvision_state
+from integrations.vision.train import backbone_from_saved, is_saved_backbone
 
 from .patch import MSC_TAU, MSCContrastiveLoss
 from .scoring import knn_anomaly_score, roc_auc
@@ -98,8 +98,12 @@ class MSCModel(nn.Module):
     def __init__(self, backbone: ResNet, loss_fn: MSCContrastiveLoss, augment: Any, angular: bool = False) -> None:
         super().__init__()
         self.backbone, self.msc_loss, self.augment, self.angular = backbone, loss_fn, augment, angular
-        self.loss_fn = loss_fn.loss_fn  # the cl-plugins loss (fit logs its statistics)
         self.register_buffer("center", torch.zeros(backbone.feature_dim))
+
+    @property
+    def loss_fn(self) -> nn.Module:
+        """The cl-plugins loss inside MSC's loss (``fit`` logs its statistics and clamps its temperatures)."""
+        return self.msc_loss.loss_fn
 
     def train(self, mode: bool = True) -> MSCModel:
         # MSC fine-tunes with BatchNorm in evaluation mode (its loop never calls model.train())
@@ -136,14 +140,14 @@ def load_msc_backbone(config: MSCConfig) -> tuple[ResNet, EvalTransform, SSLAugm
             "or pass a torchvision ResNet state dict with --arch"
         )
     saved = torch.load(path, map_location="cpu", weights_only=False)
-    if isinstance(saved, dict) and "arch" in saved and "state_dict" in saved:
-        backbone, meta = load_backbone(path)
+    if is_saved_backbone(saved):
+        backbone, meta = backbone_from_saved(saved, path)
         size, mean, std = meta["image_size"], tuple(meta["mean"]), tuple(meta["std"])
         evaluation = EvalTransform(size=size, mean=mean, std=std)
         augment = SSLAugment.moco_v2(size=size, mean=mean, std=std)
         return backbone, evaluation, augment, meta
     backbone = build_resnet(config.arch)
-    load_torchvision_weights(backbone, path)
+    load_torchvision_state(backbone, saved, path)
     # MSC: Resize(256) -> CenterCrop(224) for ResNet-152 (CIFAR images are upsampled)
     evaluation = EvalTransform(size=config.image_size, resize_to=round(config.image_size * 256 / 224),
                                mean=IMAGENET_MEAN, std=IMAGENET_STD)  # fmt: skip
@@ -156,11 +160,20 @@ def freeze_stem(backbone: ResNet) -> None:
             p.requires_grad_(False)
 
 
-def one_class_data(config: MSCConfig, normal: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(normal training images, test images, test labels with 1 = anomaly)."""
+Splits = tuple[tuple[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+
+
+def load_splits(config: MSCConfig) -> Splits:
+    """CIFAR-10 (train, test), each (images, labels), read once for every one-class run."""
     root = Path(config.data_root) if config.data_root else None
-    train, train_y = load_cifar10("train", root)
-    test, test_y = load_cifar10("test", root)
+    return load_cifar10("train", root), load_cifar10("test", root)
+
+
+def one_class_data(
+    config: MSCConfig, normal: int, seed: int, splits: Splits
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(normal training images, test images, test labels with 1 = anomaly)."""
+    (train, train_y), (test, test_y) = splits
     train = train[train_y == normal]
     if config.train_per_class:
         gen = torch.Generator().manual_seed(seed)
@@ -171,7 +184,7 @@ def one_class_data(config: MSCConfig, normal: int, seed: int) -> tuple[torch.Ten
     return train, test, (test_y != normal).long()
 
 
-def run_one_class(config: MSCConfig, normal: int, seed: int) -> dict[str, Any]:
+def run_one_class(config: MSCConfig, normal: int, seed: int, splits: Splits) -> dict[str, Any]:
     from accelerate.utils import set_seed
     from torch.utils.data import DataLoader, TensorDataset
 
@@ -186,7 +199,7 @@ def run_one_class(config: MSCConfig, normal: int, seed: int) -> dict[str, Any]:
         loss_args.setdefault("dim", backbone.feature_dim)
     loss_fn = MSCContrastiveLoss(config.loss, config.tau, **loss_args)
     model = MSCModel(backbone, loss_fn, augment, config.angular).to(accelerator.device)
-    train, test, test_labels = one_class_data(config, normal, seed)
+    train, test, test_labels = one_class_data(config, normal, seed, splits)
     device = accelerator.device
 
     def score() -> tuple[float, torch.Tensor]:
@@ -237,7 +250,8 @@ def run(config: MSCConfig) -> dict[str, Any]:
     """Every normal class × seed; ``results.json`` holds per-epoch AUCs and the final mean over classes."""
     if any(not 0 <= c < 10 for c in config.normal_classes):
         raise ValueError(f"normal_classes must be CIFAR-10 class indices 0..9, got {config.normal_classes}")
-    runs = [run_one_class(config, c, s) for s in config.seeds for c in config.normal_classes]
+    splits = load_splits(config)
+    runs = [run_one_class(config, c, s, splits) for s in config.seeds for c in config.normal_classes]
 
     def class_mean(seed: int, epoch: int) -> float:
         values = [r["roc_auc"][epoch] for r in runs if r["seed"] == seed]

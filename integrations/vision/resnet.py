@@ -164,7 +164,13 @@ def load_torchvision_weights(model: ResNet, path: str | Path) -> None:
     ``fc.*`` is dropped when ``model.fc`` is an ``Identity``; ``module.`` prefixes (DDP) are
     stripped. Any other missing or unexpected key is an error naming the keys.
     """
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    load_torchvision_state(model, torch.load(path, map_location="cpu", weights_only=True), path)
+
+
+def load_torchvision_state(
+    model: ResNet, state: dict[str, torch.Tensor], source: str | Path = "the state dict"
+) -> None:
+    """:func:`load_torchvision_weights` for an already loaded state dict (``source`` names it in errors)."""
     if isinstance(state, dict) and "state_dict" in state:
         state = state["state_dict"]
     state = {k.removeprefix("module."): v for k, v in state.items()}
@@ -173,6 +179,6 @@ def load_torchvision_weights(model: ResNet, path: str | Path) -> None:
     missing, unexpected = model.load_state_dict(state, strict=False)
     if missing or unexpected:
         raise ValueError(
-            f"{path} does not match the model (arch / cifar_stem / width?): missing {missing[:5]}"
+            f"{source} does not match the model (arch / cifar_stem / width?): missing {missing[:5]}"
             f"{'...' if len(missing) > 5 else ''}, unexpected {unexpected[:5]}{'...' if len(unexpected) > 5 else ''}"
         )

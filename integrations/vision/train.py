@@ -99,9 +99,9 @@ def normalisation(config: VisionConfig) -> tuple[tuple[float, ...], tuple[float,
     return (FASHION_MNIST_MEAN, FASHION_MNIST_STD) if config.dataset == "fashion_mnist" else (CIFAR10_MEAN, CIFAR10_STD)
 
 
-def training_set(config: VisionConfig) -> tuple[torch.Tensor, torch.Tensor]:
-    """The (unlabelled for training) images: subset per class, then the long tail for ``cifar10_lt``."""
-    images, labels = load_split(config, "train")
+def training_set(config: VisionConfig, train: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The (unlabelled for training) images of the ``train`` split: subset per class, then the long tail."""
+    images, labels = train
     if config.subset_per_class:
         keep = stratified_subset(labels, config.subset_per_class, seed=config.seed)
         images, labels = images[keep], labels[keep]
@@ -111,9 +111,11 @@ def training_set(config: VisionConfig) -> tuple[torch.Tensor, torch.Tensor]:
     return images, labels
 
 
-def evaluation_sets(config: VisionConfig) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(bank images, bank labels, test images, test labels): the balanced train split and the test split."""
-    bank, bank_y = load_split(config, "train")
+def evaluation_sets(
+    config: VisionConfig, train: tuple[torch.Tensor, torch.Tensor]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(bank images, bank labels, test images, test labels): the balanced ``train`` split and the test split."""
+    bank, bank_y = train
     test, test_y = load_split(config, "test")
     if config.eval_bank_per_class:
         keep = stratified_subset(bank_y, config.eval_bank_per_class, seed=1000 + config.seed)
@@ -160,6 +162,7 @@ def cosine_schedule(optimizer: torch.optim.Optimizer, total_steps: int, warmup_s
 
 def save_backbone(path: Path, config: VisionConfig, backbone: ResNet, in_channels: int) -> None:
     """``backbone.pt``: what :func:`load_backbone` needs to rebuild the backbone, and how it was trained."""
+    mean, std = normalisation(config)
     torch.save(
         {
             "arch": config.arch,
@@ -167,8 +170,8 @@ def save_backbone(path: Path, config: VisionConfig, backbone: ResNet, in_channel
             "width": config.width,
             "in_channels": in_channels,
             "image_size": config.image_size,
-            "mean": normalisation(config)[0],
-            "std": normalisation(config)[1],
+            "mean": mean,
+            "std": std,
             "pretraining": asdict(config),
             "state_dict": backbone.state_dict(),
         },
@@ -176,11 +179,20 @@ def save_backbone(path: Path, config: VisionConfig, backbone: ResNet, in_channel
     )
 
 
+def is_saved_backbone(saved: Any) -> bool:
+    """Whether a loaded file is a :func:`save_backbone` dict (rather than, e.g., a torchvision state dict)."""
+    return isinstance(saved, dict) and "state_dict" in saved and "arch" in saved
+
+
 def load_backbone(path: str | Path) -> tuple[ResNet, dict[str, Any]]:
     """(backbone, metadata) of a :func:`save_backbone` file."""
-    saved = torch.load(path, map_location="cpu", weights_only=False)
-    if not isinstance(saved, dict) or "state_dict" not in saved or "arch" not in saved:
-        raise ValueError(f"{path} is not a backbone.pt written by integrations.vision.train")
+    return backbone_from_saved(torch.load(path, map_location="cpu", weights_only=False), path)
+
+
+def backbone_from_saved(saved: Any, source: str | Path = "the file") -> tuple[ResNet, dict[str, Any]]:
+    """(backbone, metadata) of an already loaded :func:`save_backbone` dict."""
+    if not is_saved_backbone(saved):
+        raise ValueError(f"{source} is not a backbone.pt written by integrations.vision.train")
     net = build_resnet(
         saved["arch"], cifar_stem=saved["cifar_stem"], width=saved["width"], in_channels=saved["in_channels"]
     )
@@ -217,7 +229,8 @@ def run(config: VisionConfig) -> dict[str, Any]:
     out = Path(config.output_dir)
     accelerator = make_accelerator(out, mixed_precision=config.mixed_precision, log_with=config.log_with)
     set_seed(config.seed)
-    images, labels = training_set(config)
+    train = load_split(config, "train")
+    images, labels = training_set(config, train)
     if images.shape[0] < 2:
         raise ValueError("the training set needs at least 2 images")
     in_channels = images.shape[1]
@@ -228,7 +241,7 @@ def run(config: VisionConfig) -> dict[str, Any]:
     )
     steps_per_epoch = max(1, len(loader) // accelerator.num_processes)
     scheduler = cosine_schedule(optimizer, config.epochs * steps_per_epoch, config.warmup_epochs * steps_per_epoch)
-    sets = evaluation_sets(config)
+    sets = evaluation_sets(config, train)
     start_tracking(accelerator, "vision_ssl", asdict(config))
     history: list[dict[str, float]] = []
 

@@ -259,8 +259,8 @@ def test_framework_rejects_a_loss_in_the_wrong_layout():
     with pytest.raises(ValueError, match="framework must be one of"):
         build_vision_loss("infonce", "byol")
     with pytest.raises(ValueError, match="simmoco"):
-        _tiny_ssl("mocov2").__class__(backbone, projection_head(32, 8, 8), build_vision_loss("infonce", "mocov2"),
-                                      A.SSLAugment(), "mocov2", queue_size=0)  # fmt: skip
+        ContrastiveSSL(backbone, projection_head(32, 8, 8), build_vision_loss("infonce", "mocov2"), A.SSLAugment(),
+                       "mocov2", queue_size=0)  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- data readers
