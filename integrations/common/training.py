@@ -50,6 +50,7 @@ def fit(
     after_step: Callable[[], None] | None = None,
     checkpoint_every: int = 1,
     register: tuple[Any, ...] = (),
+    stop_when: Callable[[], bool] | None = None,
 ) -> list[float]:
     """Train ``model`` (whose forward returns the loss) for ``epochs``; returns the mean loss per epoch.
 
@@ -57,7 +58,8 @@ def fit(
     clamped). Batches for which ``skip_batch`` is true are skipped; ``after_step`` runs after every
     optimizer step (learning-rate schedules, momentum encoders); objects in ``register`` (e.g. a
     scheduler) are checkpointed with the run. A checkpoint is written every ``checkpoint_every``
-    epochs and at the last one.
+    epochs and at the last one. ``stop_when`` (early stopping; its state belongs in ``register``)
+    is asked before every epoch, also right after a resume, and ends training when true.
     """
     model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
     counter = EpochCounter()
@@ -78,7 +80,7 @@ def fit(
         disable=not (progress and accelerator.is_local_main_process),
     )
     model.train()
-    while counter.epoch < epochs:
+    while counter.epoch < epochs and not (stop_when is not None and stop_when()):
         total, count = 0.0, 0
         for data in loader:
             bar.update(1)
@@ -104,12 +106,15 @@ def fit(
             bar.set_postfix(loss=f"{logs[f'{log_prefix}/loss']:.4f}")
         counter.epoch += 1
         losses.append(total / count if count else math.nan)
-        if checkpoint_dir is not None and (counter.epoch % checkpoint_every == 0 or counter.epoch == epochs):
+        if on_epoch_end is not None:
+            on_epoch_end(counter.epoch)
+        stopping = stop_when is not None and stop_when()
+        if checkpoint_dir is not None and (
+            counter.epoch % checkpoint_every == 0 or counter.epoch == epochs or stopping
+        ):
             previous = latest_numbered(checkpoint_dir, "epoch")
             accelerator.save_state(str(checkpoint_dir / f"epoch_{counter.epoch}"))
             if previous is not None and accelerator.is_main_process:
                 shutil.rmtree(previous)
-        if on_epoch_end is not None:
-            on_epoch_end(counter.epoch)
     bar.close()
     return losses

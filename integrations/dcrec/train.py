@@ -1,0 +1,324 @@
+"""Train DCRec with any cl-plugins strategy and evaluate HR / NDCG @ {1, 5, 10}, on Accelerate.
+
+    accelerate launch examples/dcrec_rec.py --dataset beauty --loss temperature_free
+    python examples/dcrec_rec.py --dataset ml-100k --loss macl --seeds 0 1 2
+    python examples/dcrec_rec.py --dataset beauty --selection test     # DCRec's own protocol, labelled
+
+Settings default to ``run_DCRec.py``'s per-data-set values (:data:`PRESETS`; MovieLens sets use
+its ``ml-20m`` values) with Adam (lr 1e-3), 300 epochs and early stopping after 20 epochs
+without improvement of the selection metric (DCRec: Recall@1 = HR@1 under ``pop100``).
+A flag left at its default (-1 or empty) takes the preset's value.
+
+Model selection is on a validation row per user (:mod:`integrations.dcrec.splits`); DCRec's
+selection on the test set is available as ``--selection test`` and every output of such a run
+says ``test-selected``. The best epoch's weights are evaluated on validation and test with full
+ranking and with 100 popularity-sampled negatives, and written to ``OUT/seed_<s>/``:
+``model.pt`` (config + weights, re-evaluated by ``python -m integrations.dcrec.evaluate``),
+``results.json``, Accelerate checkpoints (``--resume`` continues exactly, early-stopping state
+included) and tracker logs (loss, its CE / CL / KL terms, the strategy's statistics, metrics).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from integrations.common.accelerate_setup import make_accelerator, start_tracking
+from integrations.common.cli import add_dataclass_arguments, config_from_args
+from integrations.common.paths import cache_dir
+from integrations.common.results import fmt_mean_std, write_json
+from integrations.common.training import fit
+
+from .evaluate import evaluate, format_metrics
+from .model import DCRec, build_dcrec_loss
+from .splits import SELECTIONS, DCRecSplits, build_splits, load_sequences
+
+#: ``run_DCRec.py``'s settings per data set ("default": its values for a data set it does not name)
+PRESETS: dict[str, dict[str, float]] = {
+    "default": dict(batch_size=512, hidden_dropout=0.3, attn_dropout=0.3, graph_dropout=0.3, cl_weight=1e-4,
+                    weight_mean=0.5, kl_weight=1.0, sim_group=4, cl_temp=1.0),
+    "reddit": dict(batch_size=128, hidden_dropout=0.3, attn_dropout=0.3, graph_dropout=0.3, cl_weight=1.0,
+                   weight_mean=0.5, kl_weight=1.0, sim_group=4, cl_temp=1.0),
+    "beauty": dict(batch_size=2048, hidden_dropout=0.5, attn_dropout=0.1, graph_dropout=0.5, cl_weight=0.1,
+                   weight_mean=0.5, kl_weight=1e-2, sim_group=4, cl_temp=1.0),
+    "sports": dict(batch_size=512, hidden_dropout=0.5, attn_dropout=0.3, graph_dropout=0.5, cl_weight=0.1,
+                   weight_mean=0.5, kl_weight=1e-2, sim_group=4, cl_temp=1.0),
+    "ml-20m": dict(batch_size=512, hidden_dropout=0.5, attn_dropout=0.5, graph_dropout=0.5, cl_weight=0.1,
+                   weight_mean=0.4, kl_weight=1e-2, sim_group=4, cl_temp=0.8),
+}  # fmt: skip
+PRESET_FIELDS = tuple(PRESETS["default"])
+
+
+def preset_for(dataset: str) -> dict[str, float]:
+    if dataset in PRESETS:
+        return PRESETS[dataset]
+    return PRESETS["ml-20m"] if dataset.startswith("ml-") else PRESETS["default"]
+
+
+@dataclass
+class DCRecConfig:
+    dataset: str = field(default="ml-100k", metadata={"help": "ml-100k, ml-1m (MovieLens files) or a DCRec split name"})
+    loss: str = field(default="infonce", metadata={"help": "cl-plugins strategy of both CL terms"})
+    loss_args: dict[str, Any] = field(default_factory=dict)
+    selection: str = field(
+        default="validation", metadata={"help": "validation, or test: DCRec's test-set selection (labelled)"}
+    )
+    seeds: list[int] = field(default_factory=lambda: [2020], metadata={"help": "one run per seed (DCRec: 2020)"})
+    epochs: int = field(default=300, metadata={"help": "maximum epochs"})
+    patience: int = field(default=20, metadata={"help": "stop after this many epochs without improvement (0: never)"})
+    select_metric: str = field(
+        default="pop100/hr@1", metadata={"help": "PROTOCOL/METRIC that picks the epoch (full/... or pop<N>/...)"}
+    )
+    negatives: int = field(default=100, metadata={"help": "popularity-sampled negatives per row (DCRec: 100)"})
+    eval_every: int = field(default=1, metadata={"help": "evaluate the selection rows every N epochs"})
+    lr: float = field(default=1e-3, metadata={"help": "Adam learning rate"})
+    batch_size: int = field(default=-1, metadata={"help": "training rows per batch and process (-1: preset)"})
+    eval_batch_size: int = field(default=256, metadata={"help": "rows per evaluation batch"})
+    max_length: int = field(default=50, metadata={"help": "history length (the most recent items)"})
+    hidden_size: int = field(default=64, metadata={"help": "embedding and transformer width"})
+    n_layers: int = field(default=2, metadata={"help": "transformer layers"})
+    n_heads: int = field(default=2, metadata={"help": "attention heads"})
+    inner_size: int = field(default=256, metadata={"help": "feed-forward width"})
+    hidden_dropout: float = field(default=-1.0, metadata={"help": "dropout of embeddings and blocks (-1: preset)"})
+    attn_dropout: float = field(default=-1.0, metadata={"help": "attention dropout (-1: preset)"})
+    graph_dropout: float = field(default=-1.0, metadata={"help": "GCN edge dropout in training (-1: preset)"})
+    cl_weight: float = field(default=-1.0, metadata={"help": "graphcl_coefficient of the CL term (-1: preset)"})
+    cl_temp: float = field(default=-1.0, metadata={"help": "DCRec's τ, the strategy's host temperature (-1: preset)"})
+    weight_mean: float = field(default=-1.0, metadata={"help": "mean of the conformity weights (-1: preset)"})
+    kl_weight: float = field(default=-1.0, metadata={"help": "weight of the KL term (-1: preset)"})
+    sim_group: int = field(default=-1, metadata={"help": "k of the similarity graph's top-(k+1) (-1: preset)"})
+    fusion: bool = field(default=True, metadata={"help": "attention fusion of the three views (graph_view_fusion)"})
+    max_train_rows: int = field(default=0, metadata={"help": "use only the first N training rows (0: all; smoke runs)"})
+    max_eval_rows: int = field(default=0, metadata={"help": "evaluate only the first N rows (0: all; smoke runs)"})
+    exclude_history: bool = field(default=False, metadata={"help": "drop history items from the full ranking"})
+    output_dir: str = field(default="outputs/dcrec", metadata={"help": "one seed_<s>/ folder per seed"})
+    resume: bool = field(default=False, metadata={"help": "continue each seed from its last checkpoint"})
+    log_with: str = field(default="tensorboard", metadata={"help": "Accelerate tracker (tensorboard, wandb, none)"})
+    progress: bool = field(default=True, metadata={"help": "show progress bars"})
+
+    def resolved(self) -> DCRecConfig:
+        """The config with every preset field (-1) filled from the data set's preset."""
+        preset = preset_for(self.dataset)
+        values = asdict(self)
+        for name in PRESET_FIELDS:
+            if values[name] == -1:
+                values[name] = type(values[name])(preset[name])
+        out = DCRecConfig(**values)
+        out.check()
+        return out
+
+    def check(self) -> None:
+        if self.selection not in SELECTIONS:
+            raise ValueError(f"selection must be one of {SELECTIONS}, got {self.selection!r}")
+        protocol, _, metric = self.select_metric.partition("/")
+        if not (protocol == "full" or protocol == f"pop{self.negatives}") or not metric:
+            raise ValueError(
+                f"select_metric must look like pop{self.negatives}/hr@1 or full/ndcg@10, got {self.select_metric!r}"
+            )
+        if self.epochs < 1 or self.eval_every < 1 or self.patience < 0 or not self.seeds:
+            raise ValueError("epochs and eval_every must be >= 1, patience >= 0, and at least one seed given")
+
+
+class BestEpoch:
+    """Early stopping and the best weights; checkpointed with the run so ``--resume`` is exact."""
+
+    def __init__(self, patience: int) -> None:
+        self.patience = patience
+        self.best, self.epoch, self.bad = float("-inf"), 0, 0
+        self.weights: dict[str, torch.Tensor] = {}
+        self.metrics: dict[str, dict[str, float]] = {}
+        self.history: list[dict[str, Any]] = []
+
+    def update(
+        self, epoch: int, score: float, weights: dict[str, torch.Tensor], metrics: dict[str, dict[str, float]]
+    ) -> bool:
+        if score > self.best:
+            self.best, self.epoch, self.bad, self.metrics = score, epoch, 0, metrics
+            self.weights = {k: v.detach().cpu().clone() for k, v in weights.items()}
+            return True
+        self.bad += 1
+        return False
+
+    def stop(self) -> bool:
+        return self.patience > 0 and self.bad >= self.patience
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"best": self.best, "epoch": self.epoch, "bad": self.bad, "weights": self.weights,
+                "metrics": self.metrics, "history": self.history}  # fmt: skip
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.best, self.epoch, self.bad = state["best"], state["epoch"], state["bad"]
+        self.weights, self.metrics, self.history = state["weights"], state["metrics"], state["history"]
+
+
+def prepare_splits(config: DCRecConfig) -> DCRecSplits:
+    """Rows and graphs, cached under ``$CL_PLUGINS_CACHE/dcrec`` (the similarity graph is the slow part)."""
+    key = f"{config.dataset}_{config.selection}_L{config.max_length}_k{config.sim_group}.pt"
+    path = cache_dir("dcrec") / key
+    if path.exists():
+        return torch.load(path, weights_only=False)
+    splits = build_splits(
+        load_sequences(config.dataset), selection=config.selection, max_length=config.max_length, k=config.sim_group
+    )
+    tmp = path.with_suffix(".tmp")
+    torch.save(splits, tmp)
+    tmp.replace(path)
+    return splits
+
+
+def build_model(config: DCRecConfig, splits: DCRecSplits) -> DCRec:
+    loss_fn = build_dcrec_loss(config.loss, config.cl_temp, config.hidden_size, **config.loss_args)
+    return DCRec(
+        splits.num_items,
+        splits.train_graphs,
+        loss_fn,
+        hidden_size=config.hidden_size,
+        n_layers=config.n_layers,
+        n_heads=config.n_heads,
+        inner_size=config.inner_size,
+        max_length=config.max_length,
+        hidden_dropout=config.hidden_dropout,
+        attn_dropout=config.attn_dropout,
+        graph_dropout=config.graph_dropout,
+        weight_mean=config.weight_mean,
+        kl_weight=config.kl_weight,
+        cl_weight=config.cl_weight,
+        fusion=config.fusion,
+    )
+
+
+def _head(rows: Any, n: int) -> Any:
+    if not n:
+        return rows
+    return type(rows)(*(t[:n] for t in rows.tensors()))
+
+
+def run_seed(config: DCRecConfig, splits: DCRecSplits, seed: int) -> dict[str, Any]:
+    """Train one seed; returns its ``results.json``."""
+    from accelerate.utils import set_seed
+    from torch.utils.data import DataLoader, TensorDataset
+
+    out = Path(config.output_dir) / f"seed_{seed}"
+    accelerator = make_accelerator(out, log_with=config.log_with)
+    set_seed(seed)
+    model = build_model(config, splits)
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+    train = _head(splits.train, config.max_train_rows)
+    valid, test = _head(splits.valid, config.max_eval_rows), _head(splits.test, config.max_eval_rows)
+    loader = DataLoader(TensorDataset(*train.tensors()), batch_size=min(config.batch_size, len(train)), shuffle=True)
+    steps_per_epoch = max(1, len(loader) // accelerator.num_processes)
+    best = BestEpoch(config.patience)
+    protocol, _, metric = config.select_metric.partition("/")
+    start_tracking(accelerator, "dcrec", {**asdict(config), "seed": seed, "selection_label": splits.label})
+    step = [0]
+
+    def evaluate_rows(rows: Any, split: str) -> dict[str, dict[str, float]]:
+        graphs = splits.valid_graphs if split == "valid" else splits.test_graphs
+        return evaluate(
+            model, rows, graphs, splits.popularity, batch_size=config.eval_batch_size,
+            exclude_history=config.exclude_history, device=accelerator.device, seed=seed, negatives=config.negatives,
+        )  # fmt: skip
+
+    def after_step() -> None:
+        step[0] += 1
+        accelerator.log({f"train/{k}": v for k, v in model.last_terms.items()}, step=step[0])
+
+    def on_epoch_end(epoch: int) -> None:
+        if epoch % config.eval_every and epoch < config.epochs:
+            return
+        metrics = evaluate_rows(valid, "valid")
+        score = metrics[protocol][metric]
+        improved = best.update(epoch, score, model.state_dict(), metrics)
+        best.history.append({"epoch": epoch, **{f"{p}/{k}": v for p, m in metrics.items() for k, v in m.items()}})
+        accelerator.log({f"{splits.label}/{k}": v for k, v in best.history[-1].items() if k != "epoch"},
+                        step=epoch * steps_per_epoch)  # fmt: skip
+        accelerator.print(
+            f"epoch {epoch} [{splits.label}] {config.select_metric}={score:.4f}" + (" (best)" if improved else "")
+        )
+
+    t0 = time.time()
+    losses = fit(
+        accelerator,
+        model,
+        optimizer,
+        loader,
+        config.epochs,
+        checkpoint_dir=out / "checkpoints",
+        resume=config.resume,
+        progress=config.progress,
+        desc=f"dcrec {config.dataset} {config.loss} seed {seed}",
+        after_step=after_step,
+        on_epoch_end=on_epoch_end,
+        register=(best,),
+        stop_when=best.stop,
+    )
+    model.load_state_dict(best.weights)
+    result: dict[str, Any] = {
+        "selection": splits.label,
+        "config": asdict(config),
+        "seed": seed,
+        "best_epoch": best.epoch,
+        "epochs_run": best.history[-1]["epoch"] if best.history else 0,
+        "epoch_loss": losses,
+        "train_rows": len(train),
+        "train_seconds": time.time() - t0,
+        "history": best.history,
+        "valid": best.metrics,  # the selection rows at the best epoch (evaluated with these weights)
+        "test": evaluate_rows(test, "test"),
+    }
+    if accelerator.is_main_process:
+        torch.save({"config": asdict(config), "selection": splits.label, "state_dict": model.state_dict()},
+                   out / "model.pt")  # fmt: skip
+        write_json(out / "results.json", result)
+        accelerator.print(f"seed {seed} [{splits.label}] best epoch {best.epoch}")
+        accelerator.print(f"  valid: {format_metrics(result['valid'])}")
+        accelerator.print(f"  test:  {format_metrics(result['test'])}")
+    accelerator.end_training()
+    return result
+
+
+def run(config: DCRecConfig) -> dict[str, Any]:
+    """All seeds; writes ``OUT/results.json`` with mean ± std of the test metrics."""
+    config = config.resolved()
+    splits = prepare_splits(config)
+    runs = [run_seed(config, splits, seed) for seed in config.seeds]
+    summary: dict[str, Any] = {"selection": splits.label, "config": asdict(config), "runs": runs, "test": {}}
+    for protocol in runs[0]["test"]:
+        summary["test"][protocol] = {
+            k: fmt_mean_std([r["test"][protocol][k] for r in runs], scale=100) for k in runs[0]["test"][protocol]
+        }
+    write_json(Path(config.output_dir) / "results.json", summary)
+    print(json.dumps({"selection": splits.label, "test": summary["test"]}, indent=2))
+    return summary
+
+
+def load_run(run_dir: str | Path) -> tuple[DCRec, DCRecSplits, dict[str, Any]]:
+    """The model of a ``seed_<s>/`` folder (``model.pt``), its data splits and its config."""
+    path = Path(run_dir) / "model.pt"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} not found: pass a seed_<s>/ folder written by examples/dcrec_rec.py")
+    saved = torch.load(path, weights_only=False)
+    config = DCRecConfig(**saved["config"])
+    splits = prepare_splits(config)
+    model = build_model(config, splits)
+    model.load_state_dict(saved["state_dict"])
+    return model, splits, saved["config"]
+
+
+def build_parser(defaults: dict[str, Any] | None = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    return add_dataclass_arguments(parser, DCRecConfig, defaults)
+
+
+def main(argv: list[str] | None = None, defaults: dict[str, Any] | None = None) -> dict[str, Any]:
+    return run(config_from_args(DCRecConfig, build_parser(defaults).parse_args(argv)))
+
+
+if __name__ == "__main__":
+    main()
