@@ -71,3 +71,11 @@ def config_from_args(config_cls: type[T], args: argparse.Namespace) -> T:
     if "loss_args" in names:
         values["loss_args"] = parse_loss_args(getattr(args, "loss_arg", []))
     return config_cls(**values)
+
+
+def parse_config(
+    config_cls: type[T], description: str | None, argv: list[str] | None = None, defaults: dict[str, Any] | None = None
+) -> T:
+    """Parse ``argv`` into ``config_cls``: one flag per field, the module docstring as ``--help``'s text."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    return config_from_args(config_cls, add_dataclass_arguments(parser, config_cls, defaults).parse_args(argv))

@@ -20,7 +20,6 @@ included) and tracker logs (loss, its CE / CL / KL terms, the strategy's statist
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from dataclasses import asdict, dataclass, field
@@ -30,7 +29,7 @@ from typing import Any
 import torch
 
 from integrations.common.accelerate_setup import make_accelerator, start_tracking
-from integrations.common.cli import add_dataclass_arguments, config_from_args
+from integrations.common.cli import parse_config
 from integrations.common.paths import cache_dir
 from integrations.common.results import fmt_mean_std, write_json
 from integrations.common.training import fit
@@ -311,13 +310,8 @@ def load_run(run_dir: str | Path) -> tuple[DCRec, DCRecSplits, dict[str, Any]]:
     return model, splits, saved["config"]
 
 
-def build_parser(defaults: dict[str, Any] | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    return add_dataclass_arguments(parser, DCRecConfig, defaults)
-
-
 def main(argv: list[str] | None = None, defaults: dict[str, Any] | None = None) -> dict[str, Any]:
-    return run(config_from_args(DCRecConfig, build_parser(defaults).parse_args(argv)))
+    return run(parse_config(DCRecConfig, __doc__, argv, defaults))
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ graph, so the loss is not gathered across ranks.
 
 from __future__ import annotations
 
-import argparse
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -27,7 +26,7 @@ from torch import nn
 
 import cl_plugins as clp
 from integrations.common.accelerate_setup import make_accelerator, start_tracking
-from integrations.common.cli import add_dataclass_arguments, config_from_args
+from integrations.common.cli import parse_config
 from integrations.common.host_loss import build_host_loss
 from integrations.common.results import mean_std, write_json
 
@@ -199,13 +198,8 @@ def run(config: GraceConfig) -> dict[str, Any]:
     return summary
 
 
-def build_parser(defaults: dict[str, Any] | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    return add_dataclass_arguments(parser, GraceConfig, defaults)
-
-
 def main(argv: list[str] | None = None) -> None:
-    summary = run(config_from_args(GraceConfig, build_parser().parse_args(argv)))
+    summary = run(parse_config(GraceConfig, __doc__, argv))
     print(json.dumps({k: v for k, v in summary.items() if k.endswith(("_mean", "_std"))}, indent=2))
 
 

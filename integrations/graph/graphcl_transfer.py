@@ -15,7 +15,6 @@ epoch of best validation ROC-AUC (pretrain-gnns' ``parse_result.py``), mean ± s
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from tqdm.auto import tqdm
 
 import cl_plugins as clp
 from integrations.common.accelerate_setup import make_accelerator, start_tracking
-from integrations.common.cli import add_dataclass_arguments, config_from_args
+from integrations.common.cli import parse_config
 from integrations.common.host_loss import build_host_loss
 from integrations.common.results import mean_std, write_json
 
@@ -224,13 +223,8 @@ def run(config: TransferConfig) -> dict[str, Any]:
     return summary
 
 
-def build_parser(defaults: dict[str, Any] | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    return add_dataclass_arguments(parser, TransferConfig, defaults)
-
-
 def main(argv: list[str] | None = None) -> None:
-    run(config_from_args(TransferConfig, build_parser().parse_args(argv)))
+    run(parse_config(TransferConfig, __doc__, argv))
 
 
 if __name__ == "__main__":

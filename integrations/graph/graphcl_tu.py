@@ -12,7 +12,6 @@ mean ± std over seeds.
 
 from __future__ import annotations
 
-import argparse
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -23,7 +22,7 @@ import torch
 
 import cl_plugins as clp
 from integrations.common.accelerate_setup import make_accelerator, start_tracking
-from integrations.common.cli import add_dataclass_arguments, config_from_args
+from integrations.common.cli import parse_config
 from integrations.common.host_loss import build_host_loss
 from integrations.common.results import mean_std, write_json
 
@@ -124,13 +123,8 @@ def run(config: TUConfig) -> dict[str, Any]:
     return summary
 
 
-def build_parser(defaults: dict[str, Any] | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    return add_dataclass_arguments(parser, TUConfig, defaults)
-
-
 def main(argv: list[str] | None = None) -> None:
-    summary = run(config_from_args(TUConfig, build_parser().parse_args(argv)))
+    summary = run(parse_config(TUConfig, __doc__, argv))
     if "accuracy_mean" in summary:
         print(json.dumps({k: summary[k] for k in ("accuracy_mean", "accuracy_std")}, indent=2))
 

@@ -27,7 +27,6 @@ no labels, so neither the test split nor any label of the one-class task reaches
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from dataclasses import asdict, dataclass, field
@@ -39,7 +38,7 @@ from accelerate import PartialState
 from torch import nn
 
 from integrations.common.accelerate_setup import make_accelerator, start_tracking
-from integrations.common.cli import add_dataclass_arguments, config_from_args
+from integrations.common.cli import parse_config
 from integrations.common.results import mean_std, write_json
 from integrations.common.training import fit
 from integrations.vision.augment import IMAGENET_MEAN, IMAGENET_STD, EvalTransform, SSLAugment
@@ -276,13 +275,8 @@ def run(config: MSCConfig) -> dict[str, Any]:
     return summary
 
 
-def build_parser(defaults: dict[str, Any] | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    return add_dataclass_arguments(parser, MSCConfig, defaults)
-
-
 def main(argv: list[str] | None = None, defaults: dict[str, Any] | None = None) -> dict[str, Any]:
-    summary = run(config_from_args(MSCConfig, build_parser(defaults).parse_args(argv)))
+    summary = run(parse_config(MSCConfig, __doc__, argv, defaults))
     if PartialState().is_main_process:
         keys = ("mean_roc_auc", "mean_roc_auc_std", "mean_roc_auc_before")
         print(json.dumps({k: summary[k] for k in keys}, indent=2))

@@ -17,7 +17,6 @@ temperature statistics of the strategy, kNN accuracy).
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import time
@@ -28,7 +27,7 @@ from typing import Any
 import torch
 
 from integrations.common.accelerate_setup import make_accelerator, start_tracking
-from integrations.common.cli import add_dataclass_arguments, config_from_args
+from integrations.common.cli import parse_config
 from integrations.common.results import write_json
 from integrations.common.training import fit
 
@@ -295,13 +294,8 @@ def run(config: VisionConfig) -> dict[str, Any]:
     return result
 
 
-def build_parser(defaults: dict[str, Any] | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    return add_dataclass_arguments(parser, VisionConfig, defaults)
-
-
 def main(argv: list[str] | None = None, defaults: dict[str, Any] | None = None) -> dict[str, Any]:
-    return run(config_from_args(VisionConfig, build_parser(defaults).parse_args(argv)))
+    return run(parse_config(VisionConfig, __doc__, argv, defaults))
 
 
 if __name__ == "__main__":
