@@ -1,0 +1,1 @@
+"""MABEL: gender-debiased sentence encoders, and the intrinsic bias evaluations (StereoSet, CrowS-Pairs, SEAT)."""
