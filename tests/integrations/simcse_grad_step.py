@@ -22,9 +22,12 @@ def main(model_dir: str, out: str, loss: str) -> None:
     from accelerate.utils import set_seed
     from transformers import AutoTokenizer
 
+    # as the SimCSE trainer: BERT's own pooler is unused, and without find_unused_parameters DDP never
+    # reduces the bucket that holds it (with a tiny model: every gradient stays local)
     accelerator = make_accelerator(
-        Path(out).parent, gradient_accumulation_steps=1, mixed_precision="no", log_with="none"
-    )
+        Path(out).parent, gradient_accumulation_steps=1, mixed_precision="no", log_with="none",
+        find_unused_parameters=True,
+    )  # fmt: skip
     set_seed(0)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     dataset = TextDataset(SENTENCES)

@@ -20,7 +20,8 @@ def make_tiny_bert(path: Path, hidden: int = 32, layers: int = 2, dropout: float
     path.mkdir(parents=True, exist_ok=True)
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + sorted(set(WORDS))
     (path / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    BertTokenizerFast(vocab_file=str(path / "vocab.txt"), do_lower_case=True).save_pretrained(path)
+    # transformers 5 takes the vocabulary as ``vocab=`` (``vocab_file=`` is ignored: every token would be [UNK])
+    BertTokenizerFast(vocab={w: i for i, w in enumerate(vocab)}, do_lower_case=True).save_pretrained(path)
     config = BertConfig(
         vocab_size=len(vocab),
         hidden_size=hidden,
