@@ -48,7 +48,10 @@ def association(w: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tens
 
 def effect_size(x: torch.Tensor, y: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> float:
     sx, sy = association(x, a, b), association(y, a, b)
-    return float((sx.mean() - sy.mean()) / torch.cat([sx, sy]).std(correction=1))
+    spread = torch.cat([sx, sy]).std(correction=1)
+    if float(spread) == 0.0:  # every target word is equally associated: no difference to measure (not 0/0)
+        return 0.0
+    return float((sx.mean() - sy.mean()) / spread)
 
 
 def p_value(

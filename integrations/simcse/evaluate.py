@@ -50,6 +50,7 @@ def load_encoder(
         _NoLoss(),
         pooler=chosen,
         mlp_only_train=settings.get("mlp_only_train", False),
+        head=settings.get("head", "simcse"),
     )
     if model.mlp is not None:
         head = path / "simcse_mlp.pt"

@@ -51,6 +51,21 @@ class MLPHead(nn.Module):
         return torch.tanh(self.dense(x))
 
 
+class MabelHead(nn.Module):
+    """MABEL's head over [CLS] (its ``MLPLayer``): Linear(H, H), Tanh, Linear(H, H)."""
+
+    def __init__(self, hidden: int) -> None:
+        super().__init__()
+        self.dense1, self.dense2 = nn.Linear(hidden, hidden), nn.Linear(hidden, hidden)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dense2(torch.tanh(self.dense1(x)))
+
+
+#: heads over [CLS] for the ``cls`` pooler, by name
+HEADS: dict[str, type[nn.Module]] = {"simcse": MLPHead, "mabel": MabelHead}
+
+
 class SimCSEModel(nn.Module):
     """Encoder + pooler (+ MLP) trained with a cl-plugins loss.
 
@@ -60,6 +75,7 @@ class SimCSEModel(nn.Module):
         loss_fn: any cl-plugins loss; SimCSE's layout is ``cross_view`` (z1 anchors vs z2).
         pooler: one of :data:`POOLERS`.
         mlp_only_train: use the MLP in training only (unsupervised SimCSE).
+        head: the head of the ``cls`` pooler, a name in :data:`HEADS` (``simcse``: Linear + Tanh).
         do_mlm / mlm_weight: MLM auxiliary objective on ``mlm_input_ids`` / ``mlm_labels``.
 
     Shapes:
@@ -76,15 +92,19 @@ class SimCSEModel(nn.Module):
         mlp_only_train: bool = False,
         do_mlm: bool = False,
         mlm_weight: float = 0.1,
+        head: str = "simcse",
     ) -> None:
         super().__init__()
         if pooler not in POOLERS:
             raise ValueError(f"pooler must be one of {list(POOLERS)}, got {pooler!r}")
+        if head not in HEADS:
+            raise ValueError(f"head must be one of {list(HEADS)}, got {head!r}")
         self.do_mlm = do_mlm
         # registered once: two names for one module would make checkpoints drop "shared" tensors
         self.backbone = backbone
         hidden = self.encoder.config.hidden_size
-        self.mlp = MLPHead(hidden) if pooler == "cls" else None
+        self.head = head
+        self.mlp = HEADS[head](hidden) if pooler == "cls" else None
         self.pooler, self.mlp_only_train, self.mlm_weight = pooler, mlp_only_train, mlm_weight
         self.loss_fn = loss_fn
         self.last_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None

@@ -93,12 +93,17 @@ def alignment_uniformity(z1: torch.Tensor, z2: torch.Tensor) -> tuple[float, flo
 def save_model(model: SimCSEModel, tokenizer: Any, path: Path, config: TrainConfig) -> None:
     """Hugging Face folder of the encoder + tokenizer, the MLP head, and our settings."""
     path.mkdir(parents=True, exist_ok=True)
-    model.encoder.save_pretrained(path)
+    # with MLM the whole masked-LM model (AutoModel still loads its encoder; the bias metrics need the head)
+    (model.backbone if model.do_mlm else model.encoder).save_pretrained(path)
     tokenizer.save_pretrained(path)
     if model.mlp is not None:
         torch.save(model.mlp.state_dict(), path / "simcse_mlp.pt")
     settings = dict(
-        pooler=model.pooler, mlp_only_train=model.mlp_only_train, loss=config.loss, loss_args=config.loss_args
+        pooler=model.pooler,
+        mlp_only_train=model.mlp_only_train,
+        head=model.head,
+        loss=config.loss,
+        loss_args=config.loss_args,
     )
     (path / "cl_plugins_simcse.json").write_text(json.dumps(settings, indent=2))
 
@@ -114,8 +119,44 @@ def latest_checkpoint(output_dir: Path) -> Path | None:
     return latest_numbered(output_dir / "checkpoints", "step")
 
 
-def train(config: TrainConfig) -> dict[str, Any]:
-    """Run training; returns a summary (steps, best dev Spearman, paths)."""
+def build_model(config: TrainConfig) -> SimCSEModel:
+    """SimCSE's model of ``config``: the encoder of ``config.model``, its pooler and head, the strategy."""
+    loss_kwargs = dict(config.loss_args)
+    if config.loss == "amcl":
+        from transformers import AutoConfig
+
+        loss_kwargs.setdefault("dim", AutoConfig.from_pretrained(config.model).hidden_size)
+    if config.hard_negative_weight:
+        loss_kwargs["hard_negative_weight"] = config.hard_negative_weight
+    loss_fn = build_loss_for_simcse(config.loss, **loss_kwargs)
+    dropout = (
+        {}
+        if config.dropout < 0
+        else dict(hidden_dropout_prob=config.dropout, attention_probs_dropout_prob=config.dropout)
+    )
+    return SimCSEModel.from_pretrained(
+        config.model,
+        loss_fn,
+        do_mlm=config.do_mlm,
+        pooler=config.pooler,
+        mlp_only_train=config.mlp_only_train,
+        mlm_weight=config.mlm_weight,
+        config_overrides=dropout,
+    )
+
+
+def train(
+    config: TrainConfig,
+    *,
+    items: list[tuple[str, ...]] | list[str] | None = None,
+    model: SimCSEModel | None = None,
+    project: str = "simcse",
+) -> dict[str, Any]:
+    """Run training; returns a summary (steps, best dev Spearman, paths).
+
+    ``items`` (default: read from ``config.train_file``) and ``model`` (default: :func:`build_model`)
+    let other objectives on the same encoder (MABEL) run this loop unchanged.
+    """
     from accelerate.utils import set_seed
     from transformers import AutoTokenizer, get_linear_schedule_with_warmup
 
@@ -128,8 +169,11 @@ def train(config: TrainConfig) -> dict[str, Any]:
     tokenizer = AutoTokenizer.from_pretrained(config.model)
 
     limit = None if config.max_train_samples < 0 else config.max_train_samples
-    supervised = config.train_file.endswith(".csv")
-    items = read_triples(config.train_file, limit) if supervised else read_sentences(config.train_file, limit)
+    if items is None:
+        supervised = config.train_file.endswith(".csv")
+        items = read_triples(config.train_file, limit) if supervised else read_sentences(config.train_file, limit)
+    elif limit is not None:
+        items = items[:limit]
     dataset = TextDataset(items)
     sampler = EpochSampler(len(dataset), config.seed)
     collate = Collator(tokenizer, config.max_seq_length, do_mlm=config.do_mlm, seed=config.seed)
@@ -144,28 +188,8 @@ def train(config: TrainConfig) -> dict[str, Any]:
         generator=torch.Generator().manual_seed(config.seed),
     )
 
-    loss_kwargs = dict(config.loss_args)
-    if config.loss == "amcl":
-        from transformers import AutoConfig
-
-        loss_kwargs.setdefault("dim", AutoConfig.from_pretrained(config.model).hidden_size)
-    if config.hard_negative_weight:
-        loss_kwargs["hard_negative_weight"] = config.hard_negative_weight
-    loss_fn = build_loss_for_simcse(config.loss, **loss_kwargs)
-    dropout = (
-        {}
-        if config.dropout < 0
-        else dict(hidden_dropout_prob=config.dropout, attention_probs_dropout_prob=config.dropout)
-    )
-    model = SimCSEModel.from_pretrained(
-        config.model,
-        loss_fn,
-        do_mlm=config.do_mlm,
-        pooler=config.pooler,
-        mlp_only_train=config.mlp_only_train,
-        mlm_weight=config.mlm_weight,
-        config_overrides=dropout,
-    )
+    if model is None:
+        model = build_model(config)
     optimizer = torch.optim.AdamW(clp.param_groups(model, config.weight_decay), lr=config.learning_rate)
 
     model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
@@ -182,13 +206,13 @@ def train(config: TrainConfig) -> dict[str, Any]:
         accelerator.load_state(str(path))
         accelerator.print(f"resumed from {path} at step {state.step}")
 
-    start_tracking(accelerator, "simcse", asdict(config))
+    start_tracking(accelerator, project, asdict(config))
     unwrapped: SimCSEModel = accelerator.unwrap_model(model)
     bar = tqdm(
         total=total,
         initial=state.step,
         disable=not (config.progress and accelerator.is_local_main_process),
-        desc=f"SimCSE {config.loss}",
+        desc=f"{project} {config.loss}",
     )
     model.train()
     while state.step < total:
@@ -211,6 +235,7 @@ def train(config: TrainConfig) -> dict[str, Any]:
             bar.update(1)
             logs = {"train/loss": float(loss.detach()), "train/lr": scheduler.get_last_lr()[0]}
             logs.update({f"train/{k}": v for k, v in unwrapped.loss_fn.stats.items() if k != "loss"})
+            logs.update({f"train/{k}": v for k, v in getattr(unwrapped, "last_terms", {}).items()})
             if unwrapped.last_embeddings is not None:
                 logs["train/align"], logs["train/uniformity"] = alignment_uniformity(*unwrapped.last_embeddings)
             accelerator.log(logs, step=state.step)

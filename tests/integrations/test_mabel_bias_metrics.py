@@ -128,6 +128,7 @@ def test_seat_effect_size_and_p_value_by_hand():
     # 6 partitions; statistics 2·Σ_Xi s: {0,1}: 2, {0,3}: 2, the rest lower -> p = 2 / 6 (ties count)
     assert seat.p_value(x, y, a, b) == pytest.approx(2 / 6)
     assert seat.effect_size(y, x, a, b) == pytest.approx(-1 / math.sqrt(2 / 3))
+    assert seat.effect_size(x[:1].repeat(2, 1), x[:1].repeat(2, 1), a, b) == 0.0  # a constant encoder: d = 0
     # the sampled test agrees with the exact one on a larger case
     torch.manual_seed(0)
     xs, ys = torch.randn(8, 5) + 0.3, torch.randn(8, 5)

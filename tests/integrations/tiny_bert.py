@@ -6,16 +6,18 @@ from pathlib import Path
 
 WORDS = (
     "the a an of to in and is was for on with as by at from that this it he she they we you are be "
-    "man woman dog cat car city river music film book game team school water food house road child "
+    "man woman he she his her him boy girl mother father nurse doctor dog cat car city river music film "
+    "book game team school water food house road child "
     "plays eats runs walks reads sings drives swims cooks writes watches rides opens looks sits stands "
     "red big small old new good bad fast slow happy sad green blue white black long short "
     ". , ' \" - ( ) ? !"
 ).split()
 
 
-def make_tiny_bert(path: Path, hidden: int = 32, layers: int = 2, dropout: float = 0.1) -> Path:
+def make_tiny_bert(path: Path, hidden: int = 32, layers: int = 2, dropout: float = 0.1, mlm: bool = False) -> Path:
+    """``mlm=True`` saves a ``BertForMaskedLM`` (with its head) instead of a ``BertModel``."""
     import torch
-    from transformers import BertConfig, BertModel, BertTokenizerFast
+    from transformers import BertConfig, BertForMaskedLM, BertModel, BertTokenizerFast
 
     path.mkdir(parents=True, exist_ok=True)
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + sorted(set(WORDS))
@@ -33,5 +35,5 @@ def make_tiny_bert(path: Path, hidden: int = 32, layers: int = 2, dropout: float
         attention_probs_dropout_prob=dropout,
     )
     torch.manual_seed(0)
-    BertModel(config).save_pretrained(path)
+    (BertForMaskedLM if mlm else BertModel)(config).save_pretrained(path)
     return path

@@ -1,0 +1,184 @@
+"""MABEL: the objective against its formula, the cl_forward patch against MABEL's, training end to end."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from integrations.mabel.data import augment_pairs, read_items, sick_items
+from integrations.mabel.model import MabelModel, alignment_loss
+from integrations.mabel.patch import patch_mabel
+
+from .tiny_bert import make_tiny_bert
+
+ROOT = Path(__file__).resolve().parents[2]
+TABLE = {"he": "she", "she": "he", "man": "woman", "woman": "man", "his": "her", "her": "his"}
+
+
+@pytest.fixture(scope="module")
+def tiny_mlm(tmp_path_factory):
+    return make_tiny_bert(tmp_path_factory.mktemp("mabel") / "mlm", dropout=0.0, mlm=True)
+
+
+def batch_for(tokenizer, items, length=12):
+    flat = [s for item in items for s in item]
+    enc = tokenizer(flat, padding="max_length", max_length=length, truncation=True, return_tensors="pt")
+    return {k: v.view(len(items), 4, -1) for k, v in enc.items() if k != "token_type_ids"}
+
+
+ITEMS = [("the man plays .", "a man plays", "the woman plays .", "a woman plays"),
+         ("he reads a book", "he reads", "she reads a book", "she reads"),
+         ("his dog runs", "the dog runs", "her dog runs", "the dog runs")]  # fmt: skip
+
+
+def reference_loss(z: torch.Tensor, tau: float, align_weight: float) -> torch.Tensor:
+    """MABEL's cl_loss + align_temp * a1_loss, written from the paper's formulas in float64."""
+    o0, o1, a0, a1 = z.double().unbind(1)
+    z0, z1 = torch.cat([o0, a0]), torch.cat([o1, a1])
+    cos = F.cosine_similarity(z0[:, None], z1[None], dim=-1) / tau
+    c = F.cross_entropy(cos, torch.arange(len(z0)))
+    s_o = F.cosine_similarity(o0[:, None], o1[None], dim=-1) / tau
+    s_a = F.cosine_similarity(a0[:, None], a1[None], dim=-1) / tau
+    return c + align_weight * ((s_o - s_a) ** 2).sum(1).mean()
+
+
+def test_objective_matches_mabel_formula(tiny_mlm):
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    import cl_plugins as clp
+
+    tok = AutoTokenizer.from_pretrained(tiny_mlm)
+    model = MabelModel(AutoModelForMaskedLM.from_pretrained(tiny_mlm), clp.build_loss("infonce", tau=0.05,
+                       layout="cross_view"), align_weight=0.05, align_temp=0.05, do_mlm=True).double()  # fmt: skip
+    model.eval()
+    batch = batch_for(tok, ITEMS)
+    loss = model(**batch)
+    flat = {k: v.view(-1, v.shape[-1]) for k, v in batch.items()}
+    z = model.embed(**flat).view(3, 4, -1)
+    torch.testing.assert_close(loss, reference_loss(z, 0.05, 0.05), rtol=1e-9, atol=1e-9)
+    assert set(model.last_terms) == {"contrastive", "align"} and model.head == "mabel"
+    with pytest.raises(ValueError, match="4, length"):
+        model(input_ids=batch["input_ids"][:, :2], attention_mask=batch["attention_mask"][:, :2])
+
+
+def test_alignment_keeps_its_own_temperature():
+    torch.manual_seed(0)
+    z = [torch.randn(5, 8, dtype=torch.float64) for _ in range(4)]
+    a = alignment_loss(*z, temperature=0.05)
+    b = alignment_loss(*z, temperature=0.1)
+    torch.testing.assert_close(a, 4 * b)  # (1/τ)² scaling: the term is τ-dependent, so it gets a fixed τ
+
+
+class FakeMabel(torch.nn.Module):
+    """The attributes of MABEL's BertForMabel that cl_forward reads."""
+
+    def __init__(self, mlm_dir: Path, temp: float) -> None:
+        from transformers import AutoModelForMaskedLM
+
+        super().__init__()
+        full = AutoModelForMaskedLM.from_pretrained(mlm_dir)
+        self.bert, self.lm_head, self.config = full.bert, full.cls, full.config
+        self.model_args = SimpleNamespace(temp=temp, cl_loss=True, a1_loss=True, a2_loss=False, a3_loss=False,
+                                          align_temp=0.05, mlm_weight=0.1, pooler_type="cls")  # fmt: skip
+        self.pooler_type = "cls"
+        self.pooler = lambda mask, out: out.last_hidden_state[:, 0]
+        hidden = self.config.hidden_size
+        self.mlp = torch.nn.Sequential(
+            torch.nn.Linear(hidden, hidden), torch.nn.Tanh(), torch.nn.Linear(hidden, hidden)
+        )
+
+
+def mabel_reference(cls, batch, mlm_ids, mlm_labels):
+    """MABEL's cl_forward for 4 sentences, cl + a1 + MLM, from its formulas."""
+    z = torch.stack([cls.mlp(cls.pooler(None, cls.bert(input_ids=batch["input_ids"][:, k],
+                     attention_mask=batch["attention_mask"][:, k]))) for k in range(4)], 1)  # fmt: skip
+    loss = reference_loss(z, cls.model_args.temp, cls.model_args.align_temp)
+    length = mlm_ids.shape[-1]
+    out = cls.bert(mlm_ids.view(-1, length), attention_mask=batch["attention_mask"].view(-1, length))
+    scores = cls.lm_head(out.last_hidden_state).double()
+    return loss + 0.1 * F.cross_entropy(scores.view(-1, cls.config.vocab_size), mlm_labels.view(-1))
+
+
+def test_patch_matches_mabel_cl_forward(tiny_mlm):
+    from transformers import AutoTokenizer
+
+    from integrations.simcse.data import mask_tokens
+
+    tok = AutoTokenizer.from_pretrained(tiny_mlm)
+    torch.manual_seed(1)
+    cls = FakeMabel(tiny_mlm, temp=0.05).double().eval()
+    batch = batch_for(tok, ITEMS)
+    mlm_ids, mlm_labels = mask_tokens(batch["input_ids"].view(-1, 12), tok, generator=torch.Generator().manual_seed(0))
+    module = SimpleNamespace(cl_forward=lambda *a, **k: "original")
+    undo = patch_mabel(module, "infonce", model=cls)
+    out = module.cl_forward(cls, cls.bert, input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                            mlm_input_ids=mlm_ids.view(3, 4, -1), mlm_labels=mlm_labels.view(3, 4, -1))  # fmt: skip
+    expected = mabel_reference(cls, batch, mlm_ids, mlm_labels)
+    torch.testing.assert_close(out.loss, expected, rtol=1e-9, atol=1e-9)
+    out.loss.backward()
+    assert cls.mlp[0].weight.grad is not None and isinstance(cls.cl_plugins_loss, torch.nn.Module)
+    undo()
+    assert module.cl_forward() == "original"
+    with pytest.raises(TypeError, match="cl_forward"):
+        patch_mabel(SimpleNamespace(), "infonce")
+    # another strategy runs and differs
+    undo = patch_mabel(module, "temperature_free")
+    cls2 = FakeMabel(tiny_mlm, temp=0.05).double()
+    cls2.load_state_dict(cls.state_dict(), strict=False)
+    free = module.cl_forward(cls2, cls2.bert, input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+    assert torch.isfinite(free.loss) and not torch.allclose(free.loss, expected)
+    undo()
+
+
+def test_items_from_files(tmp_path, data_root):
+    pairs = tmp_path / "pairs.csv"
+    pairs.write_text("sent0,sent1\nThe man plays.,A man plays\nThe dog runs.,A dog runs\n")
+    assert read_items(pairs, TABLE) == [("The man plays.", "A man plays", "The woman plays.", "A woman plays")]
+    mabel = tmp_path / "entailment_data.csv"
+    mabel.write_text("orig_sent0,orig_sent1,aug_sent0,aug_sent1\na,b,c,d\n")
+    assert read_items(mabel, TABLE) == [("a", "b", "c", "d")]
+    (tmp_path / "bad.csv").write_text("x,y\n1,2\n")
+    with pytest.raises(ValueError, match="sent0"):
+        read_items(tmp_path / "bad.csv", TABLE)
+    assert augment_pairs([("It runs.", "It moves.")], TABLE) == []
+    from integrations.mabel.counterfactual import load_word_pairs, swap_table
+
+    sick = sick_items(swap_table(load_word_pairs()))
+    assert 300 < len(sick) < 1299 and all(item[:2] != item[2:] for item in sick)
+
+
+def test_train_end_to_end_with_bias_eval(tiny_mlm, tmp_path, data_root):
+    from integrations.mabel.train import main
+
+    pairs = tmp_path / "pairs.csv"
+    pairs.write_text("sent0,sent1\n" + "\n".join(f"{a},{b}" for a, b, _, _ in ITEMS * 4) + "\n")
+    summary = main(["--model", str(tiny_mlm), "--train_file", str(pairs), "--batch_size", "4", "--max_steps", "3",
+                    "--eval_steps", "0", "--log_with", "none", "--no-progress", "--loss", "macl",
+                    "--output_dir", str(tmp_path / "out"), "--bias_eval_limit", "6",
+                    "--seat_samples", "200"])  # fmt: skip
+    assert summary["steps"] == 3 and summary["train_items"] == 12
+    row = summary["bias"]["summary"]
+    assert 0 <= row["stereoset_all_ss"] <= 100 and 0 <= row["crows"] <= 100 and row["seat_mean_abs_d"] >= 0
+    saved = json.loads((tmp_path / "out" / "final" / "cl_plugins_simcse.json").read_text())
+    assert saved["head"] == "mabel" and (tmp_path / "out" / "train_summary.json").exists()
+
+
+def test_entry_point_help_and_two_processes(tiny_mlm, tmp_path, data_root):
+    script = str(ROOT / "examples" / "mabel_debias.py")
+    out = subprocess.run([sys.executable, script, "--help"], capture_output=True, text=True)
+    assert out.returncode == 0 and "--paper" in out.stdout and "--align_temp" in out.stdout
+    pairs = tmp_path / "pairs.csv"
+    pairs.write_text("sent0,sent1\n" + "\n".join(f"{a},{b}" for a, b, _, _ in ITEMS * 4) + "\n")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", script, "--model", str(tiny_mlm),
+           "--train_file", str(pairs), "--batch_size", "2", "--max_steps", "2", "--eval_steps", "0",
+           "--log_with", "none", "--no-progress", "--no-bias_eval", "--output_dir", str(tmp_path / "ddp")]  # fmt: skip
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert (tmp_path / "ddp" / "final" / "config.json").exists()
