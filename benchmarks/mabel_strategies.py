@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> None:
         summary = run(config)
         save({"label": args.label, "name": f"MABEL + {strategy}", "setting": setting,
               "summary": summary["bias"]["summary"], "detail": summary["bias"],
-              "stsb_dev": summary["best_stsb_dev"], "train_seconds": time.time() - t0,  # training and the bias evaluation
+              "stsb_dev": summary["best_stsb_dev"], "train_seconds": time.time() - t0,
               "train_items": summary["train_items"], "steps": summary["steps"]})  # fmt: skip
 
 
