@@ -182,3 +182,32 @@ def test_entry_point_help_and_two_processes(tiny_mlm, tmp_path, data_root):
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert res.returncode == 0, res.stderr[-2000:]
     assert (tmp_path / "ddp" / "final" / "config.json").exists()
+
+
+def test_snli_triples_are_readable_for_smoke_runs(data_root):
+    from integrations.mabel.counterfactual import load_word_pairs, swap_table
+
+    items = read_items(data_root / "sentence" / "simcse" / "snli_devtest_triples_for_simcse.csv",
+                       swap_table(load_word_pairs()))  # fmt: skip
+    assert len(items) > 1000 and all(len(i) == 4 for i in items)
+
+
+def test_mlm_head_fit_leaves_the_encoder(tmp_path):
+    from transformers import AutoModel, AutoModelForMaskedLM
+
+    from integrations.mabel.mlm_head import fit_mlm_head
+
+    enc_dir = make_tiny_bert(tmp_path / "enc", dropout=0.0)
+    texts = [f"the {a} {v} the {b} ." for a in ("man", "woman", "dog", "cat") for v in ("plays", "runs", "eats")
+             for b in ("car", "city", "book")]  # fmt: skip
+    stats = fit_mlm_head(enc_dir, texts, tmp_path / "mlm", epochs=30, batch_size=16, lr=1e-2, held_out=8,
+                         progress=False)  # fmt: skip
+    assert stats["masked_train_tokens"] > 0 and 0 <= stats["masked_accuracy_before"] <= 1
+    assert stats["masked_accuracy_after"] >= stats["masked_accuracy_before"]
+    fitted = AutoModelForMaskedLM.from_pretrained(tmp_path / "mlm")
+    original = AutoModel.from_pretrained(enc_dir)
+    for name, value in original.state_dict().items():
+        if not name.startswith("pooler"):
+            torch.testing.assert_close(fitted.bert.state_dict()[name], value)  # the encoder is frozen
+    with pytest.raises(ValueError, match="held_out"):
+        fit_mlm_head(enc_dir, texts[:4], tmp_path / "x", held_out=8)
