@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> None:
             row = {
                 "dataset": dataset,
                 "strategy": strategy,
-                "label": args.label or f"CPU budget: {epochs} epochs, seed {args.seed}",
+                "label": args.label or f"CPU budget: {epochs} epoch{'s' if epochs > 1 else ''}, seed {args.seed}",
                 "settings": (
                     f"batch {c['batch_size']}, lr {c['lr']}, τ (cl_temp) {c['cl_temp']}, CL weight {c['cl_weight']}, "
                     f"dropout {c['hidden_dropout']}/{c['attn_dropout']}/graph {c['graph_dropout']}, "
