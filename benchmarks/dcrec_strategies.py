@@ -51,7 +51,8 @@ def render(results: dict[str, Any]) -> str:
         rows = [r for r in results["rows"] if r["dataset"] == dataset]
         r0 = rows[0]
         lines += [
-            f"## {dataset} ({r0['label']})",
+            # this script never passes --selection test: every row is validation-selected
+            f"## {dataset} ({r0['label']}; {r0.get('selection', 'validation-selected')})",
             "",
             f"{r0['train_rows']} training rows, {r0['test_rows']} test rows; {r0['settings']}.",
             "",
@@ -112,6 +113,7 @@ def main(argv: list[str] | None = None) -> None:
                     f"dropout {c['hidden_dropout']}/{c['attn_dropout']}/graph {c['graph_dropout']}, "
                     f"history ≤ {c['max_length']}"
                 ),
+                "selection": summary["selection"],
                 "best_epoch": res["best_epoch"],
                 "train_rows": res["train_rows"],
                 "test_rows": None,
