@@ -81,6 +81,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--epochs", type=int, default=0, help="epochs per run (0: the CPU defaults in EPOCHS)")
     parser.add_argument("--eval_every", type=int, default=0, help="validation every N epochs (0: EVAL_EVERY)")
     parser.add_argument("--seed", type=int, default=2020, help="DCRec's seed")
+    parser.add_argument("--max_eval_rows", type=int, default=0, help="evaluate the first N users only (0: all)")
     parser.add_argument("--label", default="", help="a label for the rows (default: the CPU budget)")
     parser.add_argument("--json", type=Path, default=ROOT / "docs" / "results" / "dcrec.json")
     parser.add_argument("--output", type=Path, default=ROOT / "docs" / "results" / "dcrec.md")
@@ -96,6 +97,7 @@ def main(argv: list[str] | None = None) -> None:
                 seeds=[args.seed],
                 epochs=epochs,
                 eval_every=args.eval_every or EVAL_EVERY.get(dataset, 1),
+                max_eval_rows=args.max_eval_rows,
                 output_dir=str(args.workdir / dataset / strategy),
                 log_with="none",
                 progress=False,
@@ -112,6 +114,11 @@ def main(argv: list[str] | None = None) -> None:
                     f"batch {c['batch_size']}, lr {c['lr']}, τ (cl_temp) {c['cl_temp']}, CL weight {c['cl_weight']}, "
                     f"dropout {c['hidden_dropout']}/{c['attn_dropout']}/graph {c['graph_dropout']}, "
                     f"history ≤ {c['max_length']}"
+                    + (
+                        f"; validation and test on the first {c['max_eval_rows']} users (file order)"
+                        if c["max_eval_rows"]
+                        else ""
+                    )
                 ),
                 "selection": summary["selection"],
                 "best_epoch": res["best_epoch"],
@@ -124,7 +131,7 @@ def main(argv: list[str] | None = None) -> None:
             }
             from integrations.dcrec.train import prepare_splits
 
-            row["test_rows"] = len(prepare_splits(DCRecConfig(**c)).test)
+            row["test_rows"] = min(len(prepare_splits(DCRecConfig(**c)).test), c["max_eval_rows"] or 10**12)
             results_store.merge(
                 results, [row], lambda r: (r["dataset"], r["strategy"], r["label"]), args.json, args.output, render
             )
