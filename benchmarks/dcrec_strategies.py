@@ -44,7 +44,8 @@ def render(results: dict[str, Any]) -> str:
         "Selection on the validation rows (one per user, the second-to-last item); test = last item,",
         "evaluated once with the selected epoch's weights. `full`: rank among all items; `pop100`: the",
         "target against 100 negatives drawn ∝ training popularity (never the target or a history item).",
-        "Numbers are percentages.",
+        "Numbers are percentages. `s/epoch` is the wall time per epoch on the shared 2-core machine, where other",
+        "jobs often ran alongside: it is not a speed measurement (see docs/dcrec.md for the cost of a step).",
         "",
     ]
     for dataset in sorted({r["dataset"] for r in results["rows"]}):
