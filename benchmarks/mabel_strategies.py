@@ -51,13 +51,12 @@ def render(results: dict[str, Any]) -> str:
     for label in sorted({r["label"] for r in results["rows"]}):
         rows = [r for r in results["rows"] if r["label"] == label]
         lines += [f"## {label}", "", rows[0]["setting"], "",
-                  "| model | " + " | ".join(c for _, c in COLUMNS) + " | STS-B dev | run s |",
-                  "|---|" + "---:|" * (len(COLUMNS) + 2)]  # fmt: skip
+                  "| model | " + " | ".join(c for _, c in COLUMNS) + " | STS-B dev |",
+                  "|---|" + "---:|" * (len(COLUMNS) + 1)]  # fmt: skip
         for r in rows:
             cells = " | ".join(f"{r['summary'][k]:.2f}" for k, _ in COLUMNS)
             dev = f"{r['stsb_dev']:.2f}" if r.get("stsb_dev") is not None else "–"
-            secs = f"{r['train_seconds']:.0f}" if r.get("train_seconds") else "–"
-            lines.append(f"| {r['name']} | {cells} | {dev} | {secs} |")
+            lines.append(f"| {r['name']} | {cells} | {dev} |")
         lines.append("")
     lines += ["## The papers' numbers (bert-base, for scale)", ""] + [f"- {p}" for p in PAPERS] + [""]
     return "\n".join(lines)
