@@ -67,23 +67,15 @@ class MabelModel(SimCSEModel):
                 "input_ids must be [batch, 4, length]: premise, hypothesis and their gender-swapped copies; "
                 f"got {tuple(input_ids.shape)}"
             )
-        batch, _, length = input_ids.shape
-        flat = dict(input_ids=input_ids.reshape(-1, length), attention_mask=attention_mask.reshape(-1, length))
-        if token_type_ids is not None:
-            flat["token_type_ids"] = token_type_ids.reshape(-1, length)
-        z = self.embed(**flat).view(batch, 4, -1)
-        orig_z0, orig_z1, aug_z0, aug_z1 = z.unbind(1)
+        orig_z0, orig_z1, aug_z0, aug_z1 = self.embed_views(input_ids, attention_mask, token_type_ids).unbind(1)
         self.last_embeddings = (orig_z0.detach(), orig_z1.detach())
         contrastive = self.loss_fn(torch.cat([orig_z0, aug_z0]), torch.cat([orig_z1, aug_z1]))
         gathered = [clp.gather_with_grad(t)[0] for t in (orig_z0, orig_z1, aug_z0, aug_z1)]  # no-op alone
         align = alignment_loss(*gathered, temperature=self.align_temp)
         loss = contrastive + self.align_weight * align
         self.last_terms = {"contrastive": float(contrastive.detach()), "align": float(align.detach())}
-        if self.do_mlm and mlm_input_ids is not None and mlm_labels is not None:
-            logits = self.backbone(
-                input_ids=mlm_input_ids.reshape(-1, length), attention_mask=flat["attention_mask"]
-            ).logits
-            mlm = F.cross_entropy(logits.flatten(0, 1), mlm_labels.reshape(-1))
+        mlm = self.mlm_loss(mlm_input_ids, mlm_labels, attention_mask)
+        if mlm is not None:
             loss = loss + self.mlm_weight * mlm
             self.last_terms["mlm"] = float(mlm.detach())
         return loss

@@ -166,20 +166,35 @@ class SimCSEModel(nn.Module):
             raise ValueError(
                 f"input_ids must have shape [batch, 2 or 3 sentences, length], got {tuple(input_ids.shape)}"
             )
+        n_sent = input_ids.shape[1]
+        z = self.embed_views(input_ids, attention_mask, token_type_ids)
+        z1, z2 = z[:, 0], z[:, 1]
+        self.last_embeddings = (z1.detach(), z2.detach())
+        loss = self.loss_fn(z1, z2, hard_negatives=z[:, 2] if n_sent == 3 else None)
+        mlm = self.mlm_loss(mlm_input_ids, mlm_labels, attention_mask)
+        return loss if mlm is None else loss + self.mlm_weight * mlm
+
+    def embed_views(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Embeddings of every sentence of a [B, S, L] batch: [B, S, H]."""
         batch, n_sent, length = input_ids.shape
         flat = dict(input_ids=input_ids.reshape(-1, length), attention_mask=attention_mask.reshape(-1, length))
         if token_type_ids is not None:
             flat["token_type_ids"] = token_type_ids.reshape(-1, length)
-        z = self.embed(**flat).view(batch, n_sent, -1)
-        z1, z2 = z[:, 0], z[:, 1]
-        self.last_embeddings = (z1.detach(), z2.detach())
-        loss = self.loss_fn(z1, z2, hard_negatives=z[:, 2] if n_sent == 3 else None)
-        if self.do_mlm and mlm_input_ids is not None and mlm_labels is not None:
-            logits = self.backbone(
-                input_ids=mlm_input_ids.reshape(-1, length), attention_mask=flat["attention_mask"]
-            ).logits
-            loss = loss + self.mlm_weight * F.cross_entropy(logits.flatten(0, 1), mlm_labels.reshape(-1))
-        return loss
+        return self.embed(**flat).view(batch, n_sent, -1)
+
+    def mlm_loss(
+        self, mlm_input_ids: torch.Tensor | None, mlm_labels: torch.Tensor | None, attention_mask: torch.Tensor
+    ) -> torch.Tensor | None:
+        """The MLM cross-entropy over [B, S, L] masked inputs (None without MLM or its inputs)."""
+        if not self.do_mlm or mlm_input_ids is None or mlm_labels is None:
+            return None
+        length = mlm_input_ids.shape[-1]
+        logits = self.backbone(
+            input_ids=mlm_input_ids.reshape(-1, length), attention_mask=attention_mask.reshape(-1, length)
+        ).logits
+        return F.cross_entropy(logits.flatten(0, 1), mlm_labels.reshape(-1))
 
     @torch.no_grad()
     def encode(
