@@ -48,8 +48,8 @@ def render(results: dict[str, Any]) -> str:
         "jobs often ran alongside: it is not a speed measurement (see docs/dcrec.md for the cost of a step).",
         "",
     ]
-    for dataset in sorted({r["dataset"] for r in results["rows"]}):
-        rows = [r for r in results["rows"] if r["dataset"] == dataset]
+    for dataset, label in sorted({(r["dataset"], r["label"]) for r in results["rows"]}):
+        rows = [r for r in results["rows"] if (r["dataset"], r["label"]) == (dataset, label)]
         r0 = rows[0]
         lines += [
             # this script never passes --selection test: every row is validation-selected
