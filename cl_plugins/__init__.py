@@ -11,10 +11,10 @@ Example::
 
 from . import losses
 from .base import ContrastiveLoss
-from .distributed import gather_with_grad, is_distributed
+from .distributed import gather_with_grad, is_distributed, scale_gradient, world_size
 from .layouts import LAYOUTS, PairBlock, build_blocks
 from .losses import *  # noqa: F403
-from .optim import param_groups
+from .optim import after_optimizer_step, param_groups
 from .queue import FeatureQueue
 from .registry import available_losses, build_loss, get_loss_class, register_loss
 
@@ -25,6 +25,7 @@ __all__ = [
     "ContrastiveLoss",
     "FeatureQueue",
     "PairBlock",
+    "after_optimizer_step",
     "available_losses",
     "build_blocks",
     "build_loss",
@@ -34,5 +35,7 @@ __all__ = [
     "losses",
     "param_groups",
     "register_loss",
+    "scale_gradient",
+    "world_size",
     *losses.__all__,
 ]

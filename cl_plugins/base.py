@@ -90,6 +90,14 @@ class ContrastiveLoss(nn.Module):
         self.record_d(d)
         return d if self.decoupled else F.softplus(d)
 
+    def after_optimizer_step(self) -> None:
+        """Per-step upkeep, once per optimizer step (not per micro-batch): a no-op by default.
+
+        Strategies with state override it (``learnable`` clamps its temperature,
+        ``cosine_schedule`` advances its step counter). Call it for every loss inside a model
+        with :func:`cl_plugins.after_optimizer_step`.
+        """
+
     # ------------------------------------------------------------------ public API
     def forward(
         self,

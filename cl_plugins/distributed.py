@@ -25,6 +25,7 @@ __all__ = [
     "gather_with_grad",
     "gather_no_grad",
     "all_reduce_sum",
+    "scale_gradient",
 ]
 
 
@@ -106,3 +107,25 @@ def all_reduce_sum(x: torch.Tensor) -> torch.Tensor:
     out = x.detach().clone().contiguous()
     dist.all_reduce(out, op=dist.ReduceOp.SUM)
     return out
+
+
+class _ScaleGradient(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, factor: float) -> torch.Tensor:  # type: ignore[override]
+        ctx.factor = factor
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):  # type: ignore[override]
+        return grad * ctx.factor, None
+
+
+def scale_gradient(x: torch.Tensor, factor: float) -> torch.Tensor:
+    """``x`` unchanged in value, its gradient multiplied by ``factor`` in backward.
+
+    Example: a host codebase that gathers embeddings without gradient trains at 1/W of the
+    global-batch gradient; ``scale_gradient(loss, 1 / world_size())`` reproduces that scale.
+    """
+    if factor == 1.0:
+        return x
+    return _ScaleGradient.apply(x, float(factor))

@@ -35,3 +35,21 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
         {"params": decay, "weight_decay": weight_decay},
         {"params": no_decay, "weight_decay": 0.0},
     ]
+
+
+def after_optimizer_step(module: nn.Module) -> None:
+    """Run the per-step upkeep of every cl-plugins loss inside ``module`` (once per optimizer step).
+
+    ``learnable`` clamps its temperature, ``cosine_schedule`` advances its schedule; other
+    strategies do nothing. ``module`` may be the loss itself or any model that holds it (a
+    patched host model holds it as ``cl_plugins_loss``).
+
+    Example::
+
+        loss.backward(); optimizer.step(); clp.after_optimizer_step(model)
+    """
+    from .base import ContrastiveLoss  # the base imports the optimizer helpers' package
+
+    for sub in module.modules():
+        if isinstance(sub, ContrastiveLoss):
+            sub.after_optimizer_step()

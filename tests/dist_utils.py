@@ -6,6 +6,7 @@ import gc
 import os
 import pickle
 import socket
+import sys
 import tempfile
 from collections.abc import Callable
 from typing import Any
@@ -36,6 +37,12 @@ def _worker(rank: int, world: int, port: int, fn: Callable[..., Any], args: tupl
         dist.barrier()
     finally:
         dist.destroy_process_group()
+
+
+def torchrun(nproc: int = 2) -> list[str]:
+    """``python -m torch.distributed.run`` on a free rendezvous port (``--standalone``), never the fixed
+    default 29500 that two test runs, or a leftover process, would share."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc)]
 
 
 def run_distributed(fn: Callable[..., Any], *args: Any, world: int = 2) -> list[Any]:

@@ -64,6 +64,9 @@ class CosineScheduleLoss(ContrastiveLoss):
         """Advance the schedule by ``n`` steps."""
         self.step_count += n
 
+    def after_optimizer_step(self) -> None:
+        self.step()
+
     def logits(self, sim: torch.Tensor, pairs: Pairs) -> torch.Tensor:
         tau = self.temperature()
         self.record_tau(tau)

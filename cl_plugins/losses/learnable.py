@@ -68,6 +68,9 @@ class LearnableTemperatureLoss(ContrastiveLoss):
         """Project the parameter back to tau >= min_tau (call after ``optimizer.step()``)."""
         self.log_tau.clamp_(min=math.log(self.min_tau))
 
+    def after_optimizer_step(self) -> None:
+        self.clamp_()
+
     def no_weight_decay(self) -> set[str]:
         return {"log_tau"}
 

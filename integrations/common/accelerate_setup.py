@@ -1,4 +1,4 @@
-"""The Accelerator every adapter's trainer uses, and the per-step upkeep of stateful losses."""
+"""The Accelerator every adapter's trainer uses."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import nn
 
 
 def make_accelerator(
@@ -50,14 +49,3 @@ def latest_numbered(folder: Path, prefix: str) -> Path | None:
     """The ``<prefix>_<N>`` sub-folder of ``folder`` with the largest N (checkpoints), or None."""
     found = [p for p in folder.glob(f"{prefix}_*") if re.fullmatch(rf"{re.escape(prefix)}_\d+", p.name)]
     return max(found, key=lambda p: int(p.name.rsplit("_", 1)[1]), default=None)
-
-
-def after_optimizer_step(loss_fn: nn.Module) -> None:
-    """Keep learned temperatures in range and advance temperature schedules (once per optimizer step)."""
-    import cl_plugins as clp
-
-    for mod in loss_fn.modules():
-        if hasattr(mod, "clamp_"):
-            mod.clamp_()
-        if isinstance(mod, clp.CosineScheduleLoss):
-            mod.step()

@@ -46,11 +46,22 @@ def host_temperature_args(name: str, host_tau: float) -> dict[str, Any]:
 
 
 def build_host_loss(
-    name: str, *, host_tau: float, host_decoupled: bool = False, layout: str = "simclr", **kwargs: Any
+    name: str,
+    *,
+    host_tau: float,
+    host_decoupled: bool = False,
+    layout: str = "simclr",
+    feature_dim: int | None = None,
+    **kwargs: Any,
 ) -> Any:
-    """``clp.build_loss(name, ...)`` with the host's temperature and layout; ``kwargs`` win."""
+    """``clp.build_loss(name, ...)`` with the host's temperature, layout and feature width; ``kwargs`` win.
+
+    ``feature_dim`` is the width of the embeddings the loss receives (AMCL builds its heads on it).
+    """
     args: dict[str, Any] = {"layout": layout, **host_temperature_args(name, host_tau)}
     if host_decoupled and name in DECOUPLABLE:
         args["decoupled"] = True
+    if name == "amcl" and feature_dim is not None:
+        args["dim"] = int(feature_dim)
     args.update(kwargs)
     return clp.build_loss(name, **args)

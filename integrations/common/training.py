@@ -17,7 +17,9 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from .accelerate_setup import after_optimizer_step, latest_numbered
+import cl_plugins as clp
+
+from .accelerate_setup import latest_numbered
 
 
 class EpochCounter:
@@ -95,7 +97,7 @@ def fit(
             optimizer.zero_grad()
             accelerator.backward(loss)
             optimizer.step()
-            after_optimizer_step(unwrapped.loss_fn)
+            clp.after_optimizer_step(unwrapped.loss_fn)
             if after_step is not None:
                 after_step()
             step += 1

@@ -1,36 +1,42 @@
-"""Make the original SimCSE code (``simcse.models``) train with a cl-plugins loss.
+"""Make the original SimCSE code (``simcse/models.py``) train with a cl-plugins loss.
 
-SimCSE's ``BertForCL`` / ``RobertaForCL`` call the module-level ``simcse.models.cl_forward`` at
-run time, so replacing that function switches every model, existing ones included::
+SimCSE's ``BertForCL`` / ``RobertaForCL`` call the module-level ``cl_init`` when built and
+``cl_forward`` at every training step; :func:`patch_simcse` replaces both (the contract of
+``docs/patching.md``)::
 
+    from simcse import models                       # a SimCSE checkout, or PyPI simcse==0.4
     from integrations.simcse.patch import patch_simcse
-    import cl_plugins as clp
+    handle = patch_simcse(models, "macl")           # before train.py builds the model
 
-    handle = patch_simcse(clp.build_loss("macl", tau0=0.05, alpha=2.0, a0=0.8, layout="cross_view"))
-    ...  # train with SimCSE's models as before
-    handle.undo()
+The loss is built per model with SimCSE's ``--temp`` as the host temperature and registered as
+``model.cl_plugins_loss``, so the Trainer's optimizer sees learned temperatures. The replacement
+keeps the original signature and behaviour (flattening, pooler, MLP for the ``cls`` pooler, hard
+negatives with ``model_args.hard_negative_weight``, which SimCSE ignores for two-sentence batches,
+MLM term with ``model_args.mlm_weight``). Under ``torch.distributed`` (training only, as SimCSE)
+the loss gathers embeddings; see :func:`integrations.common.patching.host_gradient` for the
+gradient scale (``global_batch``). ``logits`` of the output is the raw cosine matrix [N, N]
+(or [N, 2N] with hard negatives), not divided by a temperature.
 
-The replacement keeps the original signature and behaviour (flattening, pooler, MLP for the
-``cls`` pooler, hard negatives with ``model_args.hard_negative_weight``, MLM term with
-``model_args.mlm_weight``). Under ``torch.distributed`` the loss gathers embeddings itself, with
-gradient through every rank's rows (the original kept gradient only for local rows).
-``logits`` of the output is the raw cosine matrix [N, N] (or [N, 2N] with hard negatives).
-
-:func:`enable_modern_transformers` lets the original models be built on transformers >= 4.30,
-where their ``cl_init`` calls the removed ``init_weights`` path.
+:func:`enable_modern_transformers` lets the original models (and MABEL's) be built on
+transformers >= 4.30, where their ``cl_init`` calls the removed ``init_weights`` path.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import importlib
+import sys
+from types import ModuleType
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from integrations.common.host_loss import build_host_loss
+from integrations.common.patching import PatchHandle, check_built, gathering, host_gradient
 
-def _forward_with(loss_fn: nn.Module):  # type: ignore[no-untyped-def]
+
+def _forward_with(handle: PatchHandle, global_batch: bool):  # type: ignore[no-untyped-def]
     def cl_forward(
         cls,
         encoder,
@@ -71,8 +77,11 @@ def _forward_with(loss_fn: nn.Module):  # type: ignore[no-untyped-def]
             z = cls.mlp(z)
         z1, z2 = z[:, 0], z[:, 1]
         z3 = z[:, 2] if num_sent == 3 else None
-        loss_fn.hard_negative_weight = float(getattr(cls.model_args, "hard_negative_weight", 0.0) or 0.0)
-        loss = loss_fn(z1, z2, hard_negatives=z3)
+        loss_fn = handle.loss_of(cls)
+        # SimCSE adds the weight only when a hard negative is there
+        loss_fn.hard_negative_weight = 0.0 if z3 is None else float(cls.model_args.hard_negative_weight or 0.0)
+        with gathering(loss_fn, cls.training):
+            loss = host_gradient(loss_fn(z1, z2, hard_negatives=z3), global_batch)
         if mlm_input_ids is not None and mlm_labels is not None:
             mlm_outputs = encoder(
                 mlm_input_ids.view(-1, length),
@@ -94,40 +103,60 @@ def _forward_with(loss_fn: nn.Module):  # type: ignore[no-untyped-def]
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )
 
-    cl_forward.loss_fn = loss_fn  # type: ignore[attr-defined]
     return cl_forward
 
 
-@dataclass
-class PatchHandle:
-    module: Any
-    original: Any
+def host_module(target: Any, patch: str, default: str) -> tuple[ModuleType, nn.Module | None]:
+    """The module that holds ``cl_init`` / ``cl_forward``: given, imported (``default``), or a model's own."""
+    if target is None:
+        return importlib.import_module(default), None
+    if isinstance(target, ModuleType):
+        return target, None
+    if isinstance(target, nn.Module):
+        return sys.modules[type(target).__module__], target
+    raise TypeError(f"{patch}: target must be the models module or a model built from it, got {type(target).__name__}")
 
-    def undo(self) -> None:
-        self.module.cl_forward = self.original
 
+def patch_simcse(
+    target: ModuleType | nn.Module | None = None,
+    loss: str | nn.Module = "infonce",
+    *,
+    global_batch: bool = False,
+    **loss_args: Any,
+) -> PatchHandle:
+    """Replace SimCSE's ``cl_init`` and ``cl_forward`` so that the models train with ``loss``.
 
-def patch_simcse(loss_fn: nn.Module, module: Any = None) -> PatchHandle:
-    """Replace ``simcse.models.cl_forward`` by one that uses ``loss_fn`` (a ``cross_view`` loss).
+    Args:
+        target: SimCSE's ``models`` module (default: the importable ``simcse.models``), or a
+            ``BertForCL`` / ``RobertaForCL`` already built (it gets its loss at once).
+        loss: a registry name (built per model: host τ = ``model_args.temp``, ``cross_view``
+            layout, AMCL on the hidden size) or a built ``cross_view`` loss (shared).
+        global_batch: under ``torch.distributed``, the exact global-batch gradient instead of
+            SimCSE's own 1/W scale (default: False, SimCSE's scale).
+        **loss_args: the strategy's parameters (they win over the host mapping).
 
-    ``module`` defaults to the importable ``simcse.models`` (PyPI ``simcse==0.4`` or a checkout).
-    Returns a handle whose ``undo()`` restores the original.
+    Returns:
+        a :class:`~integrations.common.patching.PatchHandle`.
     """
-    if getattr(loss_fn, "layout", "cross_view") != "cross_view":
-        raise ValueError(
-            f"SimCSE contrasts z1 against z2 in one direction: build the loss with "
-            f"layout='cross_view' (got {loss_fn.layout!r})"
-        )
-    if module is None:
-        import simcse.models as module  # noqa: PLC0415
-    handle = PatchHandle(module, module.cl_forward)
-    module.cl_forward = _forward_with(loss_fn)
+    module, model = host_module(target, "patch_simcse", "simcse.models")
+    check_built(loss, "patch_simcse", layouts=("cross_view",))
+
+    def build(cls: nn.Module) -> nn.Module:
+        return build_host_loss(str(loss), host_tau=float(cls.model_args.temp), layout="cross_view",
+                               feature_dim=cls.config.hidden_size, **loss_args)  # fmt: skip
+
+    handle = PatchHandle("patch_simcse", loss, build)
+    handle.attach_after(module, "cl_init")
+    handle.replace(module, "cl_forward", _forward_with(handle, global_batch))
+    if model is not None:
+        handle.attach(model)
     return handle
 
 
 def enable_modern_transformers(module: Any = None) -> None:
-    """Let SimCSE's ``cl_init`` run on transformers >= 4.30 (it calls ``init_weights`` instead of
-    ``post_init``): skip that call and run ``post_init`` instead. Idempotent."""
+    """Let SimCSE's (or MABEL's) ``cl_init`` run on recent transformers: it calls ``init_weights`` before
+    ``post_init`` has run, which fails on transformers 5 (``no attribute 'all_tied_weights_keys'``); skip
+    that call and run ``post_init`` instead. Idempotent; ``module`` defaults to ``simcse.models``."""
     if module is None:
         import simcse.models as module  # noqa: PLC0415
     if getattr(module.cl_init, "_cl_plugins_shim", False):

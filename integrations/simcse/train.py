@@ -29,7 +29,7 @@ from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
 import cl_plugins as clp
-from integrations.common.accelerate_setup import after_optimizer_step, latest_numbered, make_accelerator, start_tracking
+from integrations.common.accelerate_setup import latest_numbered, make_accelerator, start_tracking
 from integrations.common.cli import add_dataclass_arguments
 from integrations.common.cli import config_from_args as dataclass_config_from_args
 
@@ -236,7 +236,7 @@ def train(
                 optimizer.zero_grad()
             if not accelerator.sync_gradients:
                 continue
-            after_optimizer_step(unwrapped.loss_fn)
+            clp.after_optimizer_step(unwrapped.loss_fn)
             state.step += 1
             state.step_in_epoch += 1
             bar.update(1)

@@ -5,6 +5,7 @@ python -m torch.distributed.run --nproc_per_node 2 tests/integrations/simcse_gra
 
 from __future__ import annotations
 
+import gc
 import sys
 from pathlib import Path
 
@@ -43,9 +44,17 @@ def main(model_dir: str, out: str, loss: str) -> None:
     model.double()
     model, loader = accelerator.prepare(model, loader)
     accelerator.backward(model(**next(iter(loader))))
+    inner = accelerator.unwrap_model(model)
     if accelerator.is_main_process:
-        inner = accelerator.unwrap_model(model)
         torch.save({n: p.grad for n, p in inner.named_parameters() if p.grad is not None}, out)
+    # the DDP reducer must be gone before the gloo group, and the group destroyed before exit: a group
+    # torn down by the interpreter's exit aborted rank 1 now and then ("terminate called without an
+    # active exception", exit -6)
+    del model, loader, inner
+    accelerator.free_memory()
+    gc.collect()
+    accelerator.wait_for_everyone()
+    accelerator.end_training()
 
 
 if __name__ == "__main__":

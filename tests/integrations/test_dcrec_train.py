@@ -15,6 +15,7 @@ from integrations.dcrec.evaluate import evaluate, history_mask
 from integrations.dcrec.graphs import transition_graph
 from integrations.dcrec.splits import UserSequences, build_splits
 from integrations.dcrec.train import BestEpoch, DCRecConfig, main, preset_for
+from tests.dist_utils import torchrun  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -185,7 +186,7 @@ def test_entry_point_help_and_two_processes(toy_root):
     script = str(ROOT / "examples" / "dcrec_rec.py")
     out = subprocess.run([sys.executable, script, "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "--selection" in out.stdout and "--loss" in out.stdout
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", script, *TINY]
+    cmd = [*torchrun(2), script, *TINY]
     cmd += ["--epochs", "1", "--output_dir", str(toy_root / "ddp")]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert res.returncode == 0, res.stderr[-2000:]

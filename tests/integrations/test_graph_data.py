@@ -11,6 +11,7 @@ import torch
 pytest.importorskip("torch_geometric")
 
 from integrations.graph.datasets import load_planetoid, load_tu  # noqa: E402
+from tests.dist_utils import torchrun  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -164,13 +165,12 @@ def test_example_help(script):
 @pytest.mark.distributed
 def test_graphcl_tu_under_two_processes(data_root, tmp_path):
     import subprocess
-    import sys
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
     script = str(root / "examples" / "graphcl_tu.py")
     args = "--dataset MUTAG --seeds 0 --epochs 1 --hidden 8 --eval_folds 3 --no-svm_search --log_with none"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", script, *args.split()]
+    cmd = [*torchrun(2), script, *args.split()]
     cmd += ["--no-progress", "--output_dir", str(tmp_path), "--loss", "macl"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=root)
     assert out.returncode == 0, out.stderr[-2000:]

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from integrations.mabel.data import augment_pairs, read_items, sick_items
 from integrations.mabel.model import MabelModel, alignment_loss
 from integrations.mabel.patch import patch_mabel
+from tests.dist_utils import torchrun  # noqa: E402
 
 from .tiny_bert import make_tiny_bert
 
@@ -176,7 +177,7 @@ def test_entry_point_help_and_two_processes(tiny_mlm, tmp_path, data_root):
     assert out.returncode == 0 and "--paper" in out.stdout and "--align_temp" in out.stdout
     pairs = tmp_path / "pairs.csv"
     pairs.write_text("sent0,sent1\n" + "\n".join(f"{a},{b}" for a, b, _, _ in ITEMS * 4) + "\n")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", script, "--model", str(tiny_mlm),
+    cmd = [*torchrun(2), script, "--model", str(tiny_mlm),
            "--train_file", str(pairs), "--batch_size", "2", "--max_steps", "2", "--eval_steps", "0",
            "--log_with", "none", "--no-progress", "--no-bias_eval", "--output_dir", str(tmp_path / "ddp")]  # fmt: skip
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)

@@ -1,4 +1,8 @@
-"""The patched original SimCSE (PyPI simcse==0.4) against the unpatched one, on a tiny random BERT."""
+"""patch_simcse on the real SimCSE models: GitHub ``simcse/models.py`` at the pinned commit and PyPI simcse==0.4.
+
+Float64, tiny random BERT, dropout off: with ``infonce`` at SimCSE's τ the patched model's loss and every
+parameter gradient equal the unpatched model's, for every pooler, hard negatives with weights and MLM.
+"""
 
 from __future__ import annotations
 
@@ -10,99 +14,105 @@ import torch
 import cl_plugins as clp
 from tests import reference as ref
 
-simcse_models = pytest.importorskip("simcse.models")
+from . import upstream
+
 transformers = pytest.importorskip("transformers")
 
 from integrations.simcse.patch import enable_modern_transformers, patch_simcse  # noqa: E402
 
 
-def _model(pooler="cls", do_mlm=False, hard_negative_weight=0.0):
-    enable_modern_transformers()
+def simcse_module(which: str):
+    if which == "github":
+        return upstream.simcse_github()
+    return pytest.importorskip("simcse.models", reason="scripts/setup.sh installs simcse==0.4 --no-deps")
+
+
+def make_model(module, pooler="cls", do_mlm=False, hard_negative_weight=0.0, seed=0):
+    enable_modern_transformers(module)
     config = transformers.BertConfig(
-        vocab_size=60,
-        hidden_size=24,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=32,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-        max_position_embeddings=32,
-    )
-    args = SimpleNamespace(
-        pooler_type=pooler,
-        temp=0.05,
-        hard_negative_weight=hard_negative_weight,
-        do_mlm=do_mlm,
-        mlp_only_train=False,
-        mlm_weight=0.1,
-    )
-    torch.manual_seed(0)
-    model = simcse_models.BertForCL(config, model_args=args).double()  # parity to ~1e-10, not fp32 noise
-    model.train()
-    return model
+        vocab_size=60, hidden_size=24, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, max_position_embeddings=32,
+    )  # fmt: skip
+    args = SimpleNamespace(pooler_type=pooler, temp=0.05, hard_negative_weight=hard_negative_weight, do_mlm=do_mlm,
+                           mlp_only_train=False, mlm_weight=0.1)  # fmt: skip
+    torch.manual_seed(seed)
+    return module.BertForCL(config, model_args=args).double().train()
 
 
-def _batch(num_sent=2, seed=1):
+def make_batch(num_sent=2, seed=1, batch=6):
     g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(5, 60, (6, num_sent, 9), generator=g)
+    ids = torch.randint(5, 60, (batch, num_sent, 9), generator=g)
     mask = torch.ones_like(ids)
     mask[:, :, 7:] = 0
     mask[0, :, 5:] = 0
     return ids, mask
 
 
-def _loss_and_grads(model, ids, mask, **kw):
+def loss_and_grads(model, ids, mask, **kw):
     loss = model(input_ids=ids, attention_mask=mask, **kw).loss
-    params = [p for p in model.parameters() if p.requires_grad]
-    grads = torch.autograd.grad(loss, params, allow_unused=True)
-    return loss.detach(), grads
+    params = [p for n, p in model.named_parameters() if not n.startswith("cl_plugins_loss.")]
+    return loss.detach(), torch.autograd.grad(loss, params, allow_unused=True)
 
 
+def assert_same(a, b, rtol=1e-10):
+    (loss_a, grads_a), (loss_b, grads_b) = a, b
+    torch.testing.assert_close(loss_a, loss_b, rtol=rtol, atol=1e-12)
+    for x, y in zip(grads_a, grads_b, strict=True):
+        assert (x is None) == (y is None)
+        if x is not None:
+            torch.testing.assert_close(x, y, rtol=rtol, atol=1e-12)
+
+
+@pytest.mark.parametrize("which", ["github", "pypi"])
 @pytest.mark.parametrize("pooler", ["cls", "cls_before_pooler", "avg", "avg_top2", "avg_first_last"])
-# 0.5 is exact in float32, the dtype SimCSE builds its hard-negative weights in
-@pytest.mark.parametrize("num_sent,weight", [(2, 0.0), (3, 0.0), (3, 0.5)])
-def test_infonce_patch_reproduces_the_original(pooler, num_sent, weight):
-    model = _model(pooler, hard_negative_weight=weight)
-    ids, mask = _batch(num_sent)
-    loss_orig, grads_orig = _loss_and_grads(model, ids, mask)
-    handle = patch_simcse(clp.build_loss("infonce", tau=0.05, layout="cross_view"))
-    try:
-        loss_new, grads_new = _loss_and_grads(model, ids, mask)
-    finally:
-        handle.undo()
-    torch.testing.assert_close(loss_new, loss_orig, rtol=1e-10, atol=1e-12)
-    for a, b in zip(grads_new, grads_orig):
-        if a is None or b is None:
-            assert a is None and b is None
-        else:
-            torch.testing.assert_close(a, b, rtol=1e-8, atol=1e-12)
-    assert simcse_models.cl_forward is handle.original
+# 0.5 is exact in float32, the dtype SimCSE builds its hard-negative weights in; (2, 0.5): SimCSE ignores
+# the weight for two-sentence batches
+@pytest.mark.parametrize("num_sent,weight", [(2, 0.0), (2, 0.5), (3, 0.0), (3, 0.5)])
+def test_infonce_patch_reproduces_the_original(which, pooler, num_sent, weight):
+    module = simcse_module(which)
+    model = make_model(module, pooler, hard_negative_weight=weight)
+    ids, mask = make_batch(num_sent)
+    original = loss_and_grads(model, ids, mask)
+    with patch_simcse(model, "infonce") as handle:  # a model built before the patch: the target
+        assert isinstance(model.cl_plugins_loss, clp.InfoNCELoss) and model.cl_plugins_loss.tau == 0.05
+        assert_same(loss_and_grads(model, ids, mask), original)
+    assert not handle.losses and not hasattr(model, "cl_plugins_loss")
 
 
-def test_mlm_term_is_kept():
-    model = _model(do_mlm=True)
-    ids, mask = _batch()
+@pytest.mark.parametrize("which", ["github", "pypi"])
+def test_mlm_term_and_a_model_built_after_the_patch(which):
+    module = simcse_module(which)
+    ids, mask = make_batch()
     labels = torch.full_like(ids, -100)
     labels[:, :, 2] = ids[:, :, 2]
     mlm_ids = ids.clone()
     mlm_ids[:, :, 2] = 3
-    loss_orig, _ = _loss_and_grads(model, ids, mask, mlm_input_ids=mlm_ids, mlm_labels=labels)
-    handle = patch_simcse(clp.build_loss("infonce", tau=0.05, layout="cross_view"))
-    try:
-        loss_new, _ = _loss_and_grads(model, ids, mask, mlm_input_ids=mlm_ids, mlm_labels=labels)
-    finally:
-        handle.undo()
-    torch.testing.assert_close(loss_new, loss_orig, rtol=1e-10, atol=1e-12)
+    kw = dict(mlm_input_ids=mlm_ids, mlm_labels=labels)
+    original = loss_and_grads(make_model(module, do_mlm=True), ids, mask, **kw)
+    with patch_simcse(module, "infonce"):
+        model = make_model(module, do_mlm=True)  # same seed: same weights
+        assert "cl_plugins_loss" in dict(model.named_children())
+        assert_same(loss_and_grads(model, ids, mask, **kw), original)
+
+
+def test_undo_restores_the_original_functions_bit_for_bit():
+    module = upstream.simcse_github()
+    enable_modern_transformers(module)
+    before = (module.cl_forward, module.cl_init, vars(module).copy())
+    handle = patch_simcse(module, "macl")
+    assert module.cl_forward is not before[0] and module.cl_init is not before[1]
+    with pytest.raises(RuntimeError, match="already patched"):
+        patch_simcse(module, "infonce")
+    handle.undo()
+    assert module.cl_forward is before[0] and module.cl_init is before[1] and vars(module) == before[2]
 
 
 def test_macl_patch_gives_the_macl_value():
-    model = _model()
-    ids, mask = _batch()
-    handle = patch_simcse(clp.build_loss("macl", tau0=0.05, alpha=2.0, a0=0.8, min_tau=1e-6, layout="cross_view"))
-    try:
+    module = upstream.simcse_github()
+    model = make_model(module)
+    ids, mask = make_batch()
+    with patch_simcse(model, clp.build_loss("macl", tau0=0.05, alpha=2.0, a0=0.8, min_tau=1e-6, layout="cross_view")):
         loss = model(input_ids=ids, attention_mask=mask).loss
-    finally:
-        handle.undo()
     with torch.no_grad():  # MACL's official snippet on the same embeddings
         out = model.bert(ids.view(-1, 9), attention_mask=mask.view(-1, 9), return_dict=True)
         z = model.mlp(model.pooler(mask.view(-1, 9), out).view(6, 2, -1)).double()
@@ -111,9 +121,11 @@ def test_macl_patch_gives_the_macl_value():
         cos = z1 @ z2.T
         off = ~torch.eye(6, dtype=torch.bool)
         expected = ref.macl_official(cos.diag()[:, None], cos[off].view(6, 5), 0.05, 2.0, 0.8).mean()
-    assert float(loss) == pytest.approx(float(expected), rel=1e-10)
+    assert float(loss.detach()) == pytest.approx(float(expected), rel=1e-10)
 
 
-def test_patch_refuses_a_symmetric_layout():
+def test_patch_refuses_a_symmetric_layout_and_a_wrong_target():
     with pytest.raises(ValueError, match="cross_view"):
-        patch_simcse(clp.build_loss("infonce"))
+        patch_simcse(upstream.simcse_github(), clp.build_loss("infonce"))
+    with pytest.raises(TypeError, match="target"):
+        patch_simcse("simcse.models")

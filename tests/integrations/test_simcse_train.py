@@ -11,6 +11,7 @@ from safetensors.torch import load_file
 pytest.importorskip("transformers")
 
 from integrations.simcse.train import TrainConfig, build_parser, config_from_args, train  # noqa: E402
+from tests.dist_utils import torchrun  # noqa: E402
 from tests.integrations.tiny_bert import make_tiny_bert  # noqa: E402
 
 SENTENCES = [
@@ -161,11 +162,7 @@ def test_two_processes_give_the_global_batch_gradient(tmp_path, loss):
     two, one = tmp_path / "two.pt", tmp_path / "one.pt"
     proc = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--nproc_per_node",
-            "2",
+            *torchrun(2),
             str(script),
             str(model),
             str(two),

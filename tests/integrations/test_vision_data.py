@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from integrations.vision.data import load_cifar10, load_fashion_mnist, long_tail_counts
+from tests.dist_utils import torchrun  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = (
@@ -124,7 +125,7 @@ def test_entry_point_help(script):
 
 def test_two_process_run(data_root, tmp_path):
     script = str(ROOT / "examples/simclr_cifar.py")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", script, *TINY]
+    cmd = [*torchrun(2), script, *TINY]
     cmd += ["--epochs", "1", "--framework", "mocov2", "--queue_size", "40", "--batch_size", "10"]
     cmd += ["--output_dir", str(tmp_path)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
@@ -132,7 +133,7 @@ def test_two_process_run(data_root, tmp_path):
     saved = json.loads((tmp_path / "results.json").read_text())
     assert 0 <= saved["knn_top1"] <= 1
     msc_script = str(ROOT / "examples" / "msc_anomaly.py")
-    msc = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", msc_script]
+    msc = [*torchrun(2), msc_script]
     msc += ["--backbone_path", str(tmp_path / "backbone.pt"), "--normal_classes", "2", "--epochs", "1"]
     msc += ["--train_per_class", "32", "--test_per_class", "5", "--batch_size", "8", "--log_with", "none"]
     msc += ["--no-progress", "--output_dir", str(tmp_path / "msc")]
