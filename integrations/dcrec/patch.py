@@ -2,29 +2,31 @@
 
 DCRec computes both CL terms with ``self.contrastive_learning_layer.vanilla_loss(z1, z2)``, a
 per-row loss ``[B]`` (InfoNCE at ``tau = cl_temp`` with the positive in the denominator).
-:func:`patch_dcrec` replaces that method on the ``CLLayer`` class, before the model is built:
+:func:`patch_dcrec` follows the contract of ``docs/patching.md``: it replaces that method on the
+``CLLayer`` class and wraps its ``__init__``, so every layer built afterwards holds the strategy as
+``layer.cl_plugins_loss`` (inside DCRec's model, so DCRec's trainer puts its parameters into Adam):
 
 .. code-block:: python
 
     from integrations.dcrec.patch import patch_dcrec
-    patch_dcrec("temperature_free")                  # recbole.model.layers.CLLayer from DCRec's tree
+    handle = patch_dcrec(None, "temperature_free")   # recbole.model.layers.CLLayer from DCRec's tree
     runpy.run_path("run_DCRec.py", run_name="__main__")
 
-The strategy is built in ``CLLayer.__init__`` (so its parameters, if any, are in the model when
-DCRec's trainer builds Adam) with the layer's ``tau`` as the host temperature; it returns
-per-row losses, never reduced. The alternative seam, ``model.contrastive_learning_layer =
-DCRecCLLayer(...)`` after ``get_model`` and before ``get_trainer``, takes :class:`DCRecCLLayer`.
+The layer's ``tau`` is the host temperature; the loss returns per-row losses, never reduced. A
+layer built before the patch gets its loss at its first call (pass it as the target to have it at
+once). The alternative seam, ``model.contrastive_learning_layer = DCRecCLLayer(...)`` after
+``get_model`` and before ``get_trainer``, takes :class:`DCRecCLLayer`.
 """
 
 from __future__ import annotations
 
-import functools
 import importlib
-from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import nn
+
+from integrations.common.patching import PatchHandle, check_built, class_and_model
 
 from .model import build_dcrec_loss
 
@@ -46,26 +48,36 @@ class DCRecCLLayer(nn.Module):
     forward = vanilla_loss
 
 
-def patch_dcrec(loss: str = "infonce", cl_layer: type | None = None, **loss_args: Any) -> Callable[[], None]:
-    """Replace ``CLLayer.vanilla_loss`` (default: ``recbole.model.layers.CLLayer``); returns an undo function."""
-    cls = cl_layer if cl_layer is not None else importlib.import_module("recbole.model.layers").CLLayer
-    for name in ("__init__", "vanilla_loss"):
-        if not hasattr(cls, name):
-            raise TypeError(f"{cls.__name__} has no {name}: expected DCRec's recbole.model.layers.CLLayer")
-    original_init, original_loss = cls.__init__, cls.vanilla_loss
+def patch_dcrec(target: Any = None, loss: str | nn.Module = "infonce", **loss_args: Any) -> PatchHandle:
+    """Replace ``CLLayer.vanilla_loss`` so that DCRec's CL terms use ``loss``.
 
-    @functools.wraps(original_init)
-    def __init__(self: nn.Module, num_hidden: int, tau: float = 0.5, *args: Any, **kwargs: Any) -> None:
-        original_init(self, num_hidden, tau, *args, **kwargs)
-        self.cl_plugins_loss = build_dcrec_loss(loss, float(tau), num_hidden, **loss_args)
+    Args:
+        target: DCRec's ``CLLayer`` class (default: ``recbole.model.layers.CLLayer``) or a layer built
+            from it.
+        loss: a registry name (host τ = the layer's ``tau``, per-row losses, AMCL on ``num_hidden``) or
+            a built ``cross_view`` loss with ``reduction="none"``.
 
-    @functools.wraps(original_loss)
+    DCRec trains on one process's batch, so there is no ``global_batch`` option.
+    """
+    if "global_batch" in loss_args:
+        raise TypeError("patch_dcrec: DCRec weights and reduces per-row losses itself; there is no global batch")
+    if target is None:
+        target = importlib.import_module("recbole.model.layers").CLLayer
+    cls, layer = class_and_model(target, "patch_dcrec")
+    if not hasattr(cls, "vanilla_loss"):
+        raise TypeError(f"patch_dcrec: {cls.__name__} has no vanilla_loss: pass DCRec's recbole.model.layers.CLLayer")
+    check_built(loss, "patch_dcrec", layouts=("cross_view",), reduction="none")
+
+    def build(host: nn.Module) -> nn.Module:
+        return build_dcrec_loss(str(loss), float(host.tau), host.fc1.in_features, **loss_args)
+
+    handle = PatchHandle("patch_dcrec", loss, build)
+
     def vanilla_loss(self: nn.Module, z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
-        return self.cl_plugins_loss(z1, z2)
+        return handle.loss_of(self)(z1, z2)
 
-    cls.__init__, cls.vanilla_loss = __init__, vanilla_loss
-
-    def undo() -> None:
-        cls.__init__, cls.vanilla_loss = original_init, original_loss
-
-    return undo
+    handle.attach_after(cls, "__init__")
+    handle.replace(cls, "vanilla_loss", vanilla_loss)
+    if layer is not None:
+        handle.attach(layer)
+    return handle

@@ -1,39 +1,41 @@
 """Put a cl-plugins loss into the original GraphCL, GRACE and PyGCL code through their loss seams.
 
-Each function takes the class (or module) that holds the seam, replaces the loss method with one
-of the same signature, and returns the loss module. At constant τ with ``infonce`` every patch
-reproduces the original formula (``tests/integrations/test_graph_patch.py``):
+Every function follows the contract of ``docs/patching.md``: it takes the class that holds the
+seam (or a model built from it), replaces the loss method with one of the same signature, wraps
+``__init__`` so that every model built afterwards holds the loss as ``model.cl_plugins_loss``, and
+returns a :class:`~integrations.common.patching.PatchHandle`. At constant τ with ``infonce`` each
+patch reproduces the original code (``tests/integrations/test_graph_patch.py`` runs the real files):
 
 * GraphCL unsupervised TU, ``simclr.loss_cal(self, x, x_aug)`` (τ 0.2) and GraphCL transfer
   learning, ``graphcl.loss_cl(self, x1, x2)`` (τ 0.1): view 1 anchors against view 2, one
   direction, positive out of the denominator -> ``cross_view`` layout, decoupled.
-* GRACE, ``Model.semi_loss(self, h1, h2) -> [N]`` and ``Model.loss(self, z1, z2, mean=True,
-  batch_size=0)``: inter- plus intra-view negatives, self-similarity excluded -> ``grace``
-  layout; the temperature follows ``self.tau`` (GRACE's config) unless the strategy's own
-  parameter is passed.
-* PyGCL: :class:`PyGCLLoss` is a loss object for ``DualBranchContrast(loss=...)``.
+* GRACE, ``Model.semi_loss(self, z1, z2) -> [N]``, ``Model.batched_semi_loss(self, z1, z2,
+  batch_size)`` and ``Model.loss(self, z1, z2, mean=True, batch_size=0)``: inter- plus intra-view
+  negatives, self-similarity excluded -> ``grace`` layout; the host τ is the model's ``tau``.
+* PyGCL, ``DualBranchContrast.loss``: :func:`patch_pygcl` puts a :class:`PyGCLLoss` there (or build
+  ``DualBranchContrast(loss=PyGCLLoss("macl", tau0=0.2), ...)`` yourself).
 
-Strategies with parameters (``learnable``, ``amcl``): the original scripts build their optimizer
-from ``model.parameters()`` before the first call, so add ``loss_fn.parameters()`` to it.
+None of these hosts gathers across processes: each process contrasts its own batch (the default);
+``global_batch=True`` gathers the GraphCL views of every process (the exact global-batch gradient).
 
-Example::
+Example (GRACE's ``train.py``)::
 
-    import sys; sys.path.insert(0, "GRACE")
-    import model as grace_model
+    import model as grace_model                    # GRACE's model.py
     from integrations.graph.patch import patch_grace
-    patch_grace(grace_model.Model, "temperature_free")
-    # then run GRACE's train.py as usual (runpy.run_path("GRACE/train.py", run_name="__main__"))
+    patch_grace(grace_model.Model, "temperature_free")   # before train.py builds Model and Adam
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from integrations.common.host_loss import build_host_loss
+from integrations.common.host_loss import build_host_loss, host_temperature_args
+from integrations.common.patching import PatchHandle, check_built, class_and_model, gathering
 
 
 def graphcl_loss(name: str = "infonce", tau: float = 0.2, **kwargs: Any) -> nn.Module:
@@ -41,73 +43,130 @@ def graphcl_loss(name: str = "infonce", tau: float = 0.2, **kwargs: Any) -> nn.M
     return build_host_loss(name, host_tau=tau, host_decoupled=True, layout="cross_view", **kwargs)
 
 
-def _install_pair_loss(cls: type, method: str, loss_fn: nn.Module) -> nn.Module:
-    """Set ``cls.<method>(self, a, b)`` to ``loss_fn(a, b)`` (GraphCL's seams take the two views)."""
+def _patch_pair_seam(patch: str, target: Any, method: str, loss: str | nn.Module, tau: float, global_batch: bool,
+                     feature_dim: Callable[[nn.Module], int], loss_args: dict[str, Any]) -> PatchHandle:  # fmt: skip
+    """GraphCL's seams: ``cls.<method>(self, a, b)`` becomes the strategy's loss of the two views."""
+    cls, model = class_and_model(target, patch)
+    check_built(loss, patch, layouts=("cross_view",))
+    handle = PatchHandle(patch, loss, lambda host: graphcl_loss(str(loss), tau, feature_dim=feature_dim(host),
+                                                                **loss_args))  # fmt: skip
 
-    def pair_loss(self: Any, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        return loss_fn(a, b)
+    def pair_loss(self: nn.Module, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        fn = handle.loss_of(self)
+        with gathering(fn, global_batch):
+            return fn(a, b)
 
     pair_loss.__name__ = method
-    setattr(cls, method, pair_loss)
-    return loss_fn
+    handle.attach_after(cls, "__init__")
+    handle.replace(cls, method, pair_loss)
+    if model is not None:
+        handle.attach(model)
+    return handle
 
 
-def patch_graphcl_tu(simclr_cls: type, name: str = "infonce", tau: float = 0.2, **kwargs: Any) -> nn.Module:
-    """Replace ``simclr.loss_cal(self, x, x_aug)`` of GraphCL's ``unsupervised_TU/gsimclr.py``."""
-    return _install_pair_loss(simclr_cls, "loss_cal", graphcl_loss(name, tau, **kwargs))
+def patch_graphcl_tu(target: Any, loss: str | nn.Module = "infonce", *, tau: float = 0.2, global_batch: bool = False,
+                     **loss_args: Any) -> PatchHandle:  # fmt: skip
+    """Replace ``simclr.loss_cal(self, x, x_aug)`` of GraphCL's ``unsupervised_TU/gsimclr.py``.
+
+    Args:
+        target: the ``simclr`` class, or a model built from it.
+        loss: a registry name (host τ ``tau``, decoupled, AMCL on ``embedding_dim``) or a built
+            ``cross_view`` loss.
+        tau: GraphCL's hard-coded temperature (default: 0.2).
+        global_batch: gather both views across processes (default: False, GraphCL's local batch).
+    """
+    return _patch_pair_seam("patch_graphcl_tu", target, "loss_cal", loss, tau, global_batch,
+                            lambda host: host.embedding_dim, loss_args)  # fmt: skip
 
 
-def patch_graphcl_transfer(graphcl_cls: type, name: str = "infonce", tau: float = 0.1, **kwargs: Any) -> nn.Module:
-    """Replace ``graphcl.loss_cl(self, x1, x2)`` of GraphCL's ``chem/pretrain_graphcl.py`` (or ``bio/``)."""
-    return _install_pair_loss(graphcl_cls, "loss_cl", graphcl_loss(name, tau, **kwargs))
+def patch_graphcl_transfer(target: Any, loss: str | nn.Module = "infonce", *, tau: float = 0.1,
+                           global_batch: bool = False, **loss_args: Any) -> PatchHandle:  # fmt: skip
+    """Replace ``graphcl.loss_cl(self, x1, x2)`` of GraphCL's ``chem/pretrain_graphcl.py`` (or ``bio/``).
+
+    Args as :func:`patch_graphcl_tu` (``tau`` default: 0.1; AMCL on the projection head's output width).
+    """
+    return _patch_pair_seam("patch_graphcl_transfer", target, "loss_cl", loss, tau, global_batch,
+                            lambda host: host.projection_head[-1].out_features, loss_args)  # fmt: skip
 
 
-class _PerTau:
-    """One loss module per host temperature (GRACE reads ``self.tau`` at call time)."""
-
-    def __init__(self, name: str, kwargs: dict[str, Any]) -> None:
-        self.name, self.kwargs, self.modules = name, kwargs, {}
-
-    def __call__(self, tau: float) -> nn.Module:
-        if tau not in self.modules:
-            # the strategy's own temperature parameters, when passed, win over GRACE's tau
-            self.modules[tau] = build_host_loss(
-                self.name, host_tau=tau, layout="grace", reduction="none", gather_distributed=False, **self.kwargs
-            )
-        return self.modules[tau]
-
-
-def grace_semi_loss(loss_fn: nn.Module, h1: torch.Tensor, h2: torch.Tensor) -> torch.Tensor:
-    """GRACE's one-direction per-node loss [N]: h1_i vs h2_i, negatives h2_j (j != i) and h1_j (j != i)."""
+def grace_semi_loss(loss_fn: nn.Module, h1: torch.Tensor, h2: torch.Tensor, rows: slice | None = None) -> torch.Tensor:
+    """GRACE's one-direction per-node loss [N] (or of ``rows``): h1_i vs h2_i, negatives h2_j (j != i) and h1_j
+    (j != i), through the strategy's ``from_similarity``."""
+    rows = slice(0, h1.size(0)) if rows is None else rows
     a, b = F.normalize(h1, dim=1), F.normalize(h2, dim=1)
-    sim = torch.cat([a @ b.T, a @ a.T], dim=1)
-    n = h1.size(0)
-    eye = torch.eye(n, dtype=torch.bool, device=h1.device)
+    sim = torch.cat([a[rows] @ b.T, a[rows] @ a.T], dim=1)
+    index = torch.arange(h1.size(0), device=h1.device)[rows]
+    eye = index[:, None] == torch.arange(h1.size(0), device=h1.device)[None]
     pos = torch.cat([eye, torch.zeros_like(eye)], dim=1)
     neg = torch.cat([~eye, ~eye], dim=1)
     return loss_fn.from_similarity(sim, pos, neg)
 
 
-def patch_grace(model_cls: type, name: str = "infonce", **kwargs: Any) -> _PerTau:
-    """Replace ``Model.semi_loss`` and ``Model.loss`` of GRACE's ``model.py``; returns the loss factory.
+def patch_grace(target: Any, loss: str | nn.Module = "infonce", **loss_args: Any) -> PatchHandle:
+    """Replace ``semi_loss``, ``batched_semi_loss`` and ``loss`` of GRACE's ``Model`` (``model.py``).
 
-    ``factory(tau)`` is the loss module used at temperature ``tau`` (for its ``stats``).
+    Args:
+        target: GRACE's ``Model`` class, or a model built from it.
+        loss: a registry name (host τ = the model's ``tau``, ``grace`` layout, per-node losses, AMCL on
+            the projection width) or a built ``grace`` loss with ``reduction="none"``.
+
+    ``loss(z1, z2, batch_size=B)`` computes the per-node losses in row blocks of B as GRACE does
+    (memory O(BN)); batch statistics (MACL's alignment) are then those of each block. GRACE trains
+    on one graph per process, so there is no ``global_batch`` option.
     """
-    factory = _PerTau(name, kwargs)
+    if "global_batch" in loss_args:
+        raise TypeError("patch_grace: GRACE trains on one whole graph per process; there is no global batch")
+    cls, model = class_and_model(target, "patch_grace")
+    check_built(loss, "patch_grace", layouts=("grace", "simclr"), reduction="none")
 
-    def semi_loss(self: Any, h1: torch.Tensor, h2: torch.Tensor) -> torch.Tensor:
-        return grace_semi_loss(factory(self.tau), h1, h2)
+    def build(host: nn.Module) -> nn.Module:
+        return build_host_loss(str(loss), host_tau=float(host.tau), layout="grace", reduction="none",
+                               gather_distributed=False, feature_dim=host.fc2.out_features, **loss_args)  # fmt: skip
 
-    def loss(self: Any, z1: torch.Tensor, z2: torch.Tensor, mean: bool = True, batch_size: int = 0) -> torch.Tensor:
+    handle = PatchHandle("patch_grace", loss, build)
+
+    def semi_loss(self: nn.Module, z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
+        return grace_semi_loss(handle.loss_of(self), z1, z2)
+
+    def batched_semi_loss(self: nn.Module, z1: torch.Tensor, z2: torch.Tensor, batch_size: int) -> torch.Tensor:
+        fn = handle.loss_of(self)
+        blocks = range(0, z1.size(0), batch_size)
+        return torch.cat([grace_semi_loss(fn, z1, z2, slice(i, i + batch_size)) for i in blocks])
+
+    def grace_loss(self: nn.Module, z1: torch.Tensor, z2: torch.Tensor, mean: bool = True,
+                   batch_size: int = 0) -> torch.Tensor:  # fmt: skip
         h1, h2 = self.projection(z1), self.projection(z2)
-        per_anchor = factory(self.tau)(h1, h2)  # [2N]: view-1 anchors, then view-2 anchors
-        n = h1.size(0)
-        ret = (per_anchor[:n] + per_anchor[n:]) * 0.5
+        if batch_size == 0:
+            per_anchor = handle.loss_of(self)(h1, h2)  # [2N]: view-1 anchors, then view-2 anchors
+            ret = (per_anchor[: h1.size(0)] + per_anchor[h1.size(0) :]) * 0.5
+        else:
+            ret = (self.batched_semi_loss(h1, h2, batch_size) + self.batched_semi_loss(h2, h1, batch_size)) * 0.5
         return ret.mean() if mean else ret.sum()
 
-    model_cls.semi_loss = semi_loss
-    model_cls.loss = loss
-    return factory
+    grace_loss.__name__ = "loss"
+    handle.attach_after(cls, "__init__")
+    handle.replace(cls, "semi_loss", semi_loss)
+    handle.replace(cls, "batched_semi_loss", batched_semi_loss)
+    handle.replace(cls, "loss", grace_loss)
+    if model is not None:
+        handle.attach(model)
+    return handle
+
+
+def pygcl_loss(loss_fn: nn.Module, anchor: torch.Tensor, sample: torch.Tensor, pos_mask: torch.Tensor | None,
+               neg_mask: torch.Tensor | None, exclude_self: bool = True) -> torch.Tensor:  # fmt: skip
+    """A PyGCL loss call (``anchor``, ``sample``, masks) through the strategy's ``from_similarity``."""
+    if pos_mask is None:
+        raise ValueError("PyGCL losses need pos_mask (PyGCL's samplers always pass it)")
+    pos = pos_mask.bool()
+    neg = ~pos if neg_mask is None else neg_mask.bool() & ~pos
+    n = anchor.size(0)
+    if exclude_self and sample.size(0) == 2 * n and torch.equal(sample[n:], anchor):
+        neg = neg.clone()
+        idx = torch.arange(n, device=anchor.device)
+        neg[idx, n + idx] = False
+    sim = F.normalize(anchor, dim=1) @ F.normalize(sample, dim=1).T
+    return loss_fn.from_similarity(sim, pos, neg)
 
 
 class PyGCLLoss(nn.Module):
@@ -127,30 +186,45 @@ class PyGCLLoss(nn.Module):
     keeps PyGCL's masks as given (exact parity with PyGCL's InfoNCE).
     """
 
-    def __init__(self, name: str = "infonce", *, exclude_self: bool = True, **kwargs: Any) -> None:
+    def __init__(self, loss: str | nn.Module = "infonce", *, exclude_self: bool = True, **kwargs: Any) -> None:
         super().__init__()
         import cl_plugins as clp
 
-        self.loss_fn = clp.build_loss(name, **kwargs)
+        self.loss_fn = loss if isinstance(loss, nn.Module) else clp.build_loss(loss, **kwargs)
         self.exclude_self = exclude_self
 
-    def forward(
-        self,
-        anchor: torch.Tensor,
-        sample: torch.Tensor,
-        pos_mask: torch.Tensor | None = None,
-        neg_mask: torch.Tensor | None = None,
-        *args: Any,
-        **kwargs: Any,
-    ) -> torch.Tensor:
-        if pos_mask is None:
-            raise ValueError("PyGCLLoss needs pos_mask (PyGCL's samplers always pass it)")
-        pos = pos_mask.bool()
-        neg = ~pos if neg_mask is None else neg_mask.bool() & ~pos
-        n = anchor.size(0)
-        if self.exclude_self and sample.size(0) == 2 * n and torch.equal(sample[n:], anchor):
-            neg = neg.clone()
-            idx = torch.arange(n, device=anchor.device)
-            neg[idx, n + idx] = False
-        sim = F.normalize(anchor, dim=1) @ F.normalize(sample, dim=1).T
-        return self.loss_fn.from_similarity(sim, pos, neg)
+    def forward(self, anchor: torch.Tensor, sample: torch.Tensor, pos_mask: torch.Tensor | None = None,
+                neg_mask: torch.Tensor | None = None, *args: Any, **kwargs: Any) -> torch.Tensor:  # fmt: skip
+        return pygcl_loss(self.loss_fn, anchor, sample, pos_mask, neg_mask, self.exclude_self)
+
+
+def patch_pygcl(target: nn.Module, loss: str | nn.Module = "infonce", *, exclude_self: bool = True,
+                **loss_args: Any) -> PatchHandle:  # fmt: skip
+    """Replace the loss object of a PyGCL contrast model (``DualBranchContrast``, ``SingleBranchContrast``...).
+
+    Args:
+        target: the contrast model; its own loss's ``tau`` (PyGCL's ``InfoNCE(tau)``) is the host τ.
+        loss: a registry name or a built loss (used through ``from_similarity``).
+        exclude_self: see :class:`PyGCLLoss` (default: True).
+
+    The strategy is registered as ``target.cl_plugins_loss``; ``target.loss`` becomes a plain
+    function that calls it, and ``undo()`` puts PyGCL's loss object back.
+    """
+    if not isinstance(target, nn.Module) or not hasattr(target, "loss"):
+        raise TypeError("patch_pygcl: target must be a PyGCL contrast model (an nn.Module with a .loss)")
+    host_tau = getattr(target.loss, "tau", None)
+
+    def build(host: nn.Module) -> nn.Module:
+        if host_tau is None and host_temperature_args(str(loss), 1.0):
+            raise ValueError(f"patch_pygcl: {type(target.loss).__name__} has no tau; pass the strategy's temperature")
+        return build_host_loss(str(loss), host_tau=float(host_tau or 1.0), **loss_args)
+
+    handle = PatchHandle("patch_pygcl", loss, build)
+
+    def seam(anchor: torch.Tensor, sample: torch.Tensor, pos_mask: torch.Tensor | None = None,
+             neg_mask: torch.Tensor | None = None, *args: Any, **kwargs: Any) -> torch.Tensor:  # fmt: skip
+        return pygcl_loss(handle.loss_of(target), anchor, sample, pos_mask, neg_mask, exclude_self)
+
+    handle.attach(target)
+    handle.replace(target, "loss", seam)
+    return handle

@@ -6,7 +6,6 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -14,7 +13,6 @@ import torch.nn.functional as F
 
 from integrations.mabel.data import augment_pairs, read_items, sick_items
 from integrations.mabel.model import MabelModel, alignment_loss
-from integrations.mabel.patch import patch_mabel
 from tests.dist_utils import torchrun  # noqa: E402
 
 from .tiny_bert import make_tiny_bert
@@ -75,67 +73,6 @@ def test_alignment_keeps_its_own_temperature():
     a = alignment_loss(*z, temperature=0.05)
     b = alignment_loss(*z, temperature=0.1)
     torch.testing.assert_close(a, 4 * b)  # (1/τ)² scaling: the term is τ-dependent, so it gets a fixed τ
-
-
-class FakeMabel(torch.nn.Module):
-    """The attributes of MABEL's BertForMabel that cl_forward reads."""
-
-    def __init__(self, mlm_dir: Path, temp: float) -> None:
-        from transformers import AutoModelForMaskedLM
-
-        super().__init__()
-        full = AutoModelForMaskedLM.from_pretrained(mlm_dir)
-        self.bert, self.lm_head, self.config = full.bert, full.cls, full.config
-        self.model_args = SimpleNamespace(temp=temp, cl_loss=True, a1_loss=True, a2_loss=False, a3_loss=False,
-                                          align_temp=0.05, mlm_weight=0.1, pooler_type="cls")  # fmt: skip
-        self.pooler_type = "cls"
-        self.pooler = lambda mask, out: out.last_hidden_state[:, 0]
-        hidden = self.config.hidden_size
-        self.mlp = torch.nn.Sequential(
-            torch.nn.Linear(hidden, hidden), torch.nn.Tanh(), torch.nn.Linear(hidden, hidden)
-        )
-
-
-def mabel_reference(cls, batch, mlm_ids, mlm_labels):
-    """MABEL's cl_forward for 4 sentences, cl + a1 + MLM, from its formulas."""
-    z = torch.stack([cls.mlp(cls.pooler(None, cls.bert(input_ids=batch["input_ids"][:, k],
-                     attention_mask=batch["attention_mask"][:, k]))) for k in range(4)], 1)  # fmt: skip
-    loss = reference_loss(z, cls.model_args.temp, cls.model_args.align_temp)
-    length = mlm_ids.shape[-1]
-    out = cls.bert(mlm_ids.view(-1, length), attention_mask=batch["attention_mask"].view(-1, length))
-    scores = cls.lm_head(out.last_hidden_state).double()
-    return loss + 0.1 * F.cross_entropy(scores.view(-1, cls.config.vocab_size), mlm_labels.view(-1))
-
-
-def test_patch_matches_mabel_cl_forward(tiny_mlm):
-    from transformers import AutoTokenizer
-
-    from integrations.simcse.data import mask_tokens
-
-    tok = AutoTokenizer.from_pretrained(tiny_mlm)
-    torch.manual_seed(1)
-    cls = FakeMabel(tiny_mlm, temp=0.05).double().eval()
-    batch = batch_for(tok, ITEMS)
-    mlm_ids, mlm_labels = mask_tokens(batch["input_ids"].view(-1, 12), tok, generator=torch.Generator().manual_seed(0))
-    module = SimpleNamespace(cl_forward=lambda *a, **k: "original")
-    undo = patch_mabel(module, "infonce", model=cls)
-    out = module.cl_forward(cls, cls.bert, input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                            mlm_input_ids=mlm_ids.view(3, 4, -1), mlm_labels=mlm_labels.view(3, 4, -1))  # fmt: skip
-    expected = mabel_reference(cls, batch, mlm_ids, mlm_labels)
-    torch.testing.assert_close(out.loss, expected, rtol=1e-9, atol=1e-9)
-    out.loss.backward()
-    assert cls.mlp[0].weight.grad is not None and isinstance(cls.cl_plugins_loss, torch.nn.Module)
-    undo()
-    assert module.cl_forward() == "original"
-    with pytest.raises(TypeError, match="cl_forward"):
-        patch_mabel(SimpleNamespace(), "infonce")
-    # another strategy runs and differs
-    undo = patch_mabel(module, "temperature_free")
-    cls2 = FakeMabel(tiny_mlm, temp=0.05).double()
-    cls2.load_state_dict(cls.state_dict(), strict=False)
-    free = module.cl_forward(cls2, cls2.bert, input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
-    assert torch.isfinite(free.loss) and not torch.allclose(free.loss, expected)
-    undo()
 
 
 def test_items_from_files(tmp_path, data_root):
