@@ -86,6 +86,9 @@ class PatchHandle:
         """Register the loss as ``host.cl_plugins_loss`` (once) and return it."""
         if not isinstance(host, nn.Module):
             raise TypeError(f"{self.patch}: the host model must be an nn.Module, got {type(host).__name__}")
+        if isinstance(host, (nn.Sequential, nn.ModuleList, nn.ModuleDict)):
+            raise TypeError(f"{self.patch}: a {type(host).__name__} would run or iterate the loss as one of its "
+                            "layers; attach it to the model that holds this container")  # fmt: skip
         loss = host._modules.get(LOSS_ATTR)
         if loss is None:
             loss = self._shared if self._shared is not None else _like(self._build(host), host)

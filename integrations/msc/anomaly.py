@@ -193,10 +193,7 @@ def run_one_class(config: MSCConfig, normal: int, seed: int, splits: Splits) -> 
     backbone, evaluation, augment, _ = load_msc_backbone(config)
     if config.freeze:
         freeze_stem(backbone)
-    loss_args = dict(config.loss_args)
-    if config.loss == "amcl":
-        loss_args.setdefault("dim", backbone.feature_dim)
-    loss_fn = MSCContrastiveLoss(config.loss, config.tau, **loss_args)
+    loss_fn = MSCContrastiveLoss(config.loss, config.tau, backbone.feature_dim, **dict(config.loss_args))
     model = MSCModel(backbone, loss_fn, augment, config.angular).to(accelerator.device)
     train, test, test_labels = one_class_data(config, normal, seed, splits)
     device = accelerator.device

@@ -43,18 +43,30 @@ def test_infonce_at_025_is_mscs_loss_with_gradients():
         torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12)
 
 
-def test_patch_replaces_the_module_global_that_run_epoch_resolves():
+def msc_module() -> types.ModuleType:
+    """The seam of MSC's ``main.py`` as the tests see it (MSC's code is research-only licensed, not a fixture):
+    ``run_step`` resolves ``contrastive_loss`` from the module's globals, as ``run_epoch`` does, and ``utils.Model``
+    is the model class ``main`` builds."""
     msc = types.ModuleType("main")
     msc.contrastive_loss = msc_formula
+    msc.utils = types.SimpleNamespace(Model=type("Model", (torch.nn.Module,), {}))
     exec("def run_step(a, b):\n    return contrastive_loss(a, b)\n", msc.__dict__)
+    return msc
+
+
+def test_patch_replaces_the_module_global_that_run_epoch_resolves():
+    msc = msc_module()
     z1, z2 = _shifted(seed=1)
     before = msc.run_step(z1, z2)
-    loss = patch_msc(msc, "temperature_free")
-    assert msc.contrastive_loss is loss and msc.contrastive_loss_original is msc_formula
-    after = msc.run_step(z1, z2)
-    assert not torch.allclose(before, after)
-    patch_msc(msc, "infonce")
-    torch.testing.assert_close(msc.run_step(z1, z2), before)
+    with patch_msc(msc, "temperature_free") as handle:
+        model = msc.utils.Model()  # built after the patch: holds the loss
+        assert model.cl_plugins_loss is handle.losses[0]
+        assert not torch.allclose(before, msc.run_step(z1, z2))
+        with pytest.raises(RuntimeError, match="already patched"):
+            patch_msc(msc, "infonce")
+    assert msc.contrastive_loss is msc_formula and "__init__" not in vars(msc.utils.Model)
+    with patch_msc(msc, "infonce"):
+        torch.testing.assert_close(msc.run_step(z1, z2), before, rtol=1e-10, atol=1e-12)
     with pytest.raises(AttributeError, match="contrastive_loss"):
         patch_msc(types.ModuleType("other"))
 
