@@ -129,3 +129,14 @@ def test_patch_refuses_a_symmetric_layout_and_a_wrong_target():
         patch_simcse(upstream.simcse_github(), clp.build_loss("infonce"))
     with pytest.raises(TypeError, match="target"):
         patch_simcse("simcse.models")
+
+
+def test_a_weight_not_exact_in_float32_differs_by_simcses_own_rounding():
+    """SimCSE builds the hard-negative weights with torch.tensor (float32): 0.3 becomes 0.30000001192..."""
+    model = make_model(upstream.simcse_github(), hard_negative_weight=0.3)
+    ids, mask = make_batch(3)
+    original = model(input_ids=ids, attention_mask=mask).loss.detach()
+    with patch_simcse(model, "infonce"):
+        patched = model(input_ids=ids, attention_mask=mask).loss.detach()
+    rounding = abs(float(torch.tensor(0.3, dtype=torch.float32)) - 0.3)
+    assert 0 < abs(float(patched - original)) <= rounding
