@@ -11,12 +11,11 @@ from __future__ import annotations
 from typing import Any, ClassVar, Literal
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from .distributed import all_reduce_sum, is_distributed, world_size
 from .layouts import LAYOUTS, PairBlock, at_least_float32, build_blocks
-from .pairs import Pairs
+from .pairs import Pairs, softplus
 from .validation import check_choice, check_pair, check_similarity
 
 Reduction = Literal["mean", "sum", "none"]
@@ -88,7 +87,7 @@ class ContrastiveLoss(nn.Module):
         """Loss of every positive pair [P]; the default is InfoNCE or its decoupled form."""
         d = pairs.d(logits)
         self.record_d(d)
-        return d if self.decoupled else F.softplus(d)
+        return d if self.decoupled else softplus(d)
 
     def after_optimizer_step(self) -> None:
         """Per-step upkeep, once per optimizer step (not per micro-batch): a no-op by default.

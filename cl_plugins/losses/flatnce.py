@@ -19,9 +19,8 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
-from ..pairs import Pairs
+from ..pairs import Pairs, softplus
 from ..registry import register_loss
 from .infonce import InfoNCELoss
 
@@ -43,5 +42,5 @@ class FlatNCELoss(InfoNCELoss):
         d = pairs.d(logits)
         self.record_d(d)
         with torch.no_grad():
-            self.record(infonce=F.softplus(d).mean())
+            self.record(infonce=softplus(d).mean())
         return torch.exp(d - d.detach())

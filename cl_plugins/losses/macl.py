@@ -28,11 +28,10 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from ..base import ContrastiveLoss
 from ..distributed import all_reduce_sum, is_distributed
-from ..pairs import Pairs, reweighted_nll
+from ..pairs import Pairs, reweighted_nll, softplus
 from ..registry import register_loss
 from ..validation import check_positive
 
@@ -106,7 +105,7 @@ class MACLLoss(ContrastiveLoss):
         d = pairs.d(logits)
         self.record_d(d)
         if not self.reweight:
-            return d if self.decoupled else F.softplus(d)
+            return d if self.decoupled else softplus(d)
         # value V * (-log P); gradient V * d(-log P) = d(d) exactly (module docstring)
         return d + (reweighted_nll(d) - d).detach()
 
