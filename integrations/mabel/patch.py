@@ -32,9 +32,8 @@ import torch.nn.functional as F
 from torch import nn
 
 import cl_plugins as clp
-from integrations.common.host_loss import build_host_loss
-from integrations.common.patching import PatchHandle, check_built, gathering, host_gradient
-from integrations.simcse.patch import host_module
+from integrations.common.patching import PatchHandle, gathering, host_gradient
+from integrations.simcse.patch import patch_cl_module
 
 from .model import alignment_loss
 
@@ -120,18 +119,5 @@ def patch_mabel(
         align_tau: the a1 alignment term's constant temperature (default: ``softmax_temp``).
         **loss_args: the strategy's parameters (they win over the host mapping).
     """
-    module, model = host_module(target, "patch_mabel", "model")
-    if not callable(getattr(module, "cl_forward", None)) or not callable(getattr(module, "cl_init", None)):
-        raise TypeError(f"patch_mabel: {module!r} has no cl_init / cl_forward: pass MABEL's training/model.py module")
-    check_built(loss, "patch_mabel", layouts=("cross_view",))
-
-    def build(cls: nn.Module) -> nn.Module:
-        return build_host_loss(str(loss), host_tau=float(cls.model_args.softmax_temp), layout="cross_view",
-                               feature_dim=cls.config.hidden_size, **loss_args)  # fmt: skip
-
-    handle = PatchHandle("patch_mabel", loss, build)
-    handle.attach_after(module, "cl_init")
-    handle.replace(module, "cl_forward", make_cl_forward(handle, global_batch, align_tau))
-    if model is not None:
-        handle.attach(model)
-    return handle
+    return patch_cl_module("patch_mabel", target, None, loss, "softmax_temp",
+                           lambda handle: make_cl_forward(handle, global_batch, align_tau), loss_args)  # fmt: skip

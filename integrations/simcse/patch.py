@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -106,9 +107,9 @@ def _forward_with(handle: PatchHandle, global_batch: bool):  # type: ignore[no-u
     return cl_forward
 
 
-def host_module(target: Any, patch: str, default: str) -> tuple[ModuleType, nn.Module | None]:
+def host_module(target: Any, patch: str, default: str | None) -> tuple[ModuleType, nn.Module | None]:
     """The module that holds ``cl_init`` / ``cl_forward``: given, imported (``default``), or a model's own."""
-    if target is None:
+    if target is None and default is not None:
         return importlib.import_module(default), None
     if isinstance(target, ModuleType):
         return target, None
@@ -138,16 +139,27 @@ def patch_simcse(
     Returns:
         a :class:`~integrations.common.patching.PatchHandle`.
     """
-    module, model = host_module(target, "patch_simcse", "simcse.models")
-    check_built(loss, "patch_simcse", layouts=("cross_view",))
+    return patch_cl_module("patch_simcse", target, "simcse.models", loss, "temp",
+                           lambda handle: _forward_with(handle, global_batch), loss_args)  # fmt: skip
+
+
+def patch_cl_module(patch: str, target: ModuleType | nn.Module | None, default: str | None, loss: str | nn.Module,
+                    tau_field: str, make_forward: Callable[[PatchHandle], Callable[..., Any]],
+                    loss_args: dict[str, Any]) -> PatchHandle:  # fmt: skip
+    """SimCSE-style code (SimCSE, MABEL): the module-level ``cl_init`` builds a model's head, ``cl_forward``
+    computes its loss; the host τ is ``model_args.<tau_field>``, the feature width the hidden size."""
+    module, model = host_module(target, patch, default)
+    if not callable(getattr(module, "cl_forward", None)) or not callable(getattr(module, "cl_init", None)):
+        raise TypeError(f"{patch}: {module!r} has no cl_init / cl_forward: pass the module that defines the models")
+    check_built(loss, patch, layouts=("cross_view",))
 
     def build(cls: nn.Module) -> nn.Module:
-        return build_host_loss(str(loss), host_tau=float(cls.model_args.temp), layout="cross_view",
+        return build_host_loss(str(loss), host_tau=float(getattr(cls.model_args, tau_field)), layout="cross_view",
                                feature_dim=cls.config.hidden_size, **loss_args)  # fmt: skip
 
-    handle = PatchHandle("patch_simcse", loss, build)
+    handle = PatchHandle(patch, loss, build)
     handle.attach_after(module, "cl_init")
-    handle.replace(module, "cl_forward", _forward_with(handle, global_batch))
+    handle.replace(module, "cl_forward", make_forward(handle))
     if model is not None:
         handle.attach(model)
     return handle
