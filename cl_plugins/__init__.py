@@ -12,6 +12,7 @@ Example::
 from . import losses
 from .base import ContrastiveLoss
 from .distributed import gather_with_grad, is_distributed, scale_gradient, world_size
+from .host import build_host_loss
 from .layouts import LAYOUTS, PairBlock, build_blocks
 from .losses import *  # noqa: F403
 from .optim import after_optimizer_step, param_groups
@@ -28,6 +29,7 @@ __all__ = [
     "after_optimizer_step",
     "available_losses",
     "build_blocks",
+    "build_host_loss",
     "build_loss",
     "gather_with_grad",
     "get_loss_class",

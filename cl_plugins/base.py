@@ -53,6 +53,26 @@ class ContrastiveLoss(nn.Module):
     #: strategies whose loss is defined with the positive outside the denominator
     default_decoupled: ClassVar[bool] = False
 
+    # ------------------------------------------------------------------ host facts (each strategy declares them)
+    #: ``decoupled=True`` applies to this strategy (an InfoNCE-shaped loss); False where the strategy
+    #: defines its own denominator (MACL, DCL, FlatNCE, dual temperature)
+    decouplable: ClassVar[bool] = True
+    #: the constructor argument that takes the width of the embeddings it receives (AMCL's ``dim``)
+    feature_dim_arg: ClassVar[str | None] = None
+    #: the papers' settings per modality (``"vision"``, ``"simcse"``), for ``build_host_loss(preset=...)``
+    presets: ClassVar[dict[str, dict[str, Any]]] = {}
+
+    @classmethod
+    def host_temperature(cls, tau: float) -> dict[str, Any]:
+        """The parameters that stand in for a host codebase's one fixed temperature ``tau``.
+
+        Every strategy declares it (an empty dict when it has no temperature a host could set);
+        :func:`cl_plugins.build_host_loss` applies it.
+        """
+        raise NotImplementedError(
+            f"{cls.__name__} does not declare host_temperature(tau): say how a host's fixed τ maps onto its parameters"
+        )
+
     def __init__(
         self,
         *,

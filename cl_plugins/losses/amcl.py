@@ -103,6 +103,11 @@ class AMCLLoss(ContrastiveLoss):
     """
 
     default_decoupled = True
+    feature_dim_arg = "dim"  # its heads are built on the embeddings
+
+    @classmethod
+    def host_temperature(cls, tau: float) -> dict[str, Any]:
+        return {}  # its temperatures are learned within [iota, iota + eta]
 
     def __init__(
         self,

@@ -47,6 +47,11 @@ class CosineScheduleLoss(ContrastiveLoss):
 
     step_count: torch.Tensor
 
+    @classmethod
+    def host_temperature(cls, tau: float) -> dict[str, Any]:
+        # the host τ is the schedule's low end, Kukleva et al.'s range spans a factor 10 (0.1 to 1 on CIFAR)
+        return {"tau_min": tau, "tau_max": 10.0 * tau}
+
     def __init__(self, tau_min: float = 0.1, tau_max: float = 1.0, period: float = 400, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.tau_min = check_positive("tau_min", tau_min)

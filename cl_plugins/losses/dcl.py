@@ -28,6 +28,12 @@ class DCLLoss(InfoNCELoss):
 
     default_decoupled = True
 
+    decouplable = False  # decoupled by definition
+
+    @classmethod
+    def host_temperature(cls, tau: float) -> dict[str, Any]:
+        return {"tau": tau}
+
     def __init__(self, tau: float = 0.1, **kwargs: Any) -> None:
         if kwargs.get("decoupled") is False:
             raise ValueError("dcl is decoupled by definition; use build_loss('infonce') for decoupled=False")

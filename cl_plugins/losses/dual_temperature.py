@@ -46,6 +46,13 @@ class DualTemperatureLoss(ContrastiveLoss):
 
     scalar_temperature = True
 
+    decouplable = False  # its intra-anchor term keeps the positive by definition
+    presets = {"vision": {"tau_alpha": 0.1, "tau_beta": 1.0}}  # SimCo, CIFAR (dt_m = 10)
+
+    @classmethod
+    def host_temperature(cls, tau: float) -> dict[str, Any]:
+        return {"tau_alpha": tau, "tau_beta": 10.0 * tau}  # SimCo's ratio dt_m = 10
+
     def __init__(self, tau_alpha: float = 0.1, tau_beta: float = 1.0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if self.decoupled:

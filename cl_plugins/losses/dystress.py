@@ -87,6 +87,17 @@ class DySTreSSLoss(ContrastiveLoss):
         z1, z2: [N, D] -> scalar (or [A] with ``reduction="none"``).
     """
 
+    presets = {
+        "vision": {"tau_min": 0.07, "tau_max": 0.2},  # DySTreSS small-scale (CIFAR)
+        # DySTreSS's SimCSE BERT run: shifted cosine profile (offset -0.4, scale 0.7)
+        "simcse": {"tau_min": 0.04, "tau_max": 0.05, "profile": "shifted", "shift": -0.4, "scale": 0.7},
+    }
+
+    @classmethod
+    def host_temperature(cls, tau: float) -> dict[str, Any]:
+        # our choice: the papers' SimCSE / CIFAR ranges put the host τ at or near the top of the range
+        return {"tau_min": 0.7 * tau, "tau_max": tau}
+
     def __init__(
         self,
         tau_min: float = 0.07,

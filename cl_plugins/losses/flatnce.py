@@ -33,6 +33,12 @@ class FlatNCELoss(InfoNCELoss):
         z1, z2: [N, D] -> scalar (or [A] with ``reduction="none"``).
     """
 
+    decouplable = False  # FlatNCE's objective has no positive in its denominator to remove
+
+    @classmethod
+    def host_temperature(cls, tau: float) -> dict[str, Any]:
+        return {"tau": tau}
+
     def __init__(self, tau: float = 0.1, **kwargs: Any) -> None:
         if "decoupled" in kwargs:
             raise ValueError("flatnce has no decoupled option: its gradient is already the decoupled one")

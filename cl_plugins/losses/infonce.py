@@ -39,6 +39,10 @@ class InfoNCELoss(ContrastiveLoss):
 
     scalar_temperature = True
 
+    @classmethod
+    def host_temperature(cls, tau: float) -> dict[str, Any]:
+        return {"tau": tau}
+
     def __init__(self, tau: float = 0.1, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.tau = check_positive("tau", tau)

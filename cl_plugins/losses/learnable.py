@@ -51,6 +51,10 @@ class LearnableTemperatureLoss(ContrastiveLoss):
 
     scalar_temperature = True
 
+    @classmethod
+    def host_temperature(cls, tau: float) -> dict[str, Any]:
+        return {"init_tau": tau}  # learning starts at the host's τ
+
     def __init__(self, init_tau: float = 0.07, min_tau: float = 0.01, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         init_tau = check_positive("init_tau", init_tau)

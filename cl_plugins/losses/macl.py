@@ -55,6 +55,15 @@ class MACLLoss(ContrastiveLoss):
     """
 
     scalar_temperature = True
+    decouplable = False  # MACL reweights the InfoNCE gradient itself (its "decoupled" is DCL's)
+    presets = {
+        "vision": {"tau0": 0.1, "alpha": 0.5, "a0": 0.0},  # MACL paper, CIFAR-10
+        "simcse": {"tau0": 0.05, "alpha": 2.0, "a0": 0.8, "reweight": False},  # MACL's SimCSE setting
+    }
+
+    @classmethod
+    def host_temperature(cls, tau: float) -> dict[str, Any]:
+        return {"tau0": tau}  # the MACL paper's GraphCL setting: τ0 = the host's τ
 
     def __init__(
         self,

@@ -47,6 +47,10 @@ class TemperatureFreeLoss(ContrastiveLoss):
         z1, z2: [N, D] -> scalar (or [A] with ``reduction="none"``).
     """
 
+    @classmethod
+    def host_temperature(cls, tau: float) -> dict[str, Any]:
+        return {}  # no temperature: 2·atanh(s) replaces s / τ
+
     def __init__(self, eps: float = 1e-6, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if not isinstance(eps, (int, float)) or not 0 < eps < 0.5:

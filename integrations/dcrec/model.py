@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from integrations.common.host_loss import build_host_loss
+import cl_plugins as clp
 
 from .graphs import ItemGraph, UserEdges, light_gcn, neighbour_readout
 from .sequence_encoder import Dropout, SequenceEncoder
@@ -52,12 +52,11 @@ def build_dcrec_loss(name: str, cl_temp: float, hidden_size: int, **kwargs: Any)
     """The strategy for DCRec's CL terms: per-row losses, DCRec's temperature as the host τ.
 
     Each process contrasts its own batch (``gather_distributed=False``), as the original's
-    single-process batches do; AMCL gets ``dim=hidden_size`` unless given.
+    single-process batches do; the feature width is ``hidden_size`` (AMCL's heads).
     """
-    if name == "amcl":
-        kwargs.setdefault("dim", hidden_size)
     kwargs.setdefault("gather_distributed", False)
-    return build_host_loss(name, host_tau=cl_temp, layout="cross_view", reduction="none", **kwargs)
+    return clp.build_host_loss(name, host_tau=cl_temp, layout="cross_view", reduction="none", feature_dim=hidden_size,
+                               **kwargs)  # fmt: skip
 
 
 def dcrec_kl(expected: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:

@@ -27,7 +27,6 @@ from torch import nn
 import cl_plugins as clp
 from integrations.common.accelerate_setup import make_accelerator, start_tracking
 from integrations.common.cli import parse_config
-from integrations.common.host_loss import build_host_loss
 from integrations.common.results import mean_std, write_json
 
 from .datasets import load_planetoid
@@ -119,11 +118,9 @@ def settings(config: GraceConfig) -> dict[str, Any]:
 
 def build_model(config: GraceConfig, num_features: int) -> GRACE:
     s = settings(config)
-    loss_args = dict(config.loss_args)
-    if config.loss == "amcl":
-        loss_args.setdefault("dim", s["hidden"])
     # every rank holds the whole graph: gathering would duplicate the nodes
-    loss_fn = build_host_loss(config.loss, host_tau=s["tau"], layout="grace", gather_distributed=False, **loss_args)
+    loss_fn = clp.build_host_loss(config.loss, host_tau=s["tau"], layout="grace", gather_distributed=False,
+                                  feature_dim=s["hidden"], **config.loss_args)  # fmt: skip
     encoder = GCNEncoder(num_features, s["hidden"], s["activation"])
     drops = (s["drop_edge_1"], s["drop_edge_2"], s["drop_feature_1"], s["drop_feature_2"])
     return GRACE(encoder, s["hidden"], s["proj_hidden"], loss_fn, drops)

@@ -28,7 +28,6 @@ from tqdm.auto import tqdm
 import cl_plugins as clp
 from integrations.common.accelerate_setup import make_accelerator, start_tracking
 from integrations.common.cli import parse_config
-from integrations.common.host_loss import build_host_loss
 from integrations.common.results import mean_std, write_json
 
 from .augment import GraphAugmentor
@@ -85,10 +84,8 @@ def pretrain(config: TransferConfig) -> dict[str, torch.Tensor]:
     root = Path(config.data_root) if config.data_root else None
     graphs = zinc_graphs(root, config.pretrain_molecules or None)
     gnn = MoleculeGIN(config.num_layers, config.emb_dim)
-    loss_args = dict(config.loss_args)
-    if config.loss == "amcl":
-        loss_args.setdefault("dim", config.emb_dim)
-    loss_fn = build_host_loss(config.loss, host_tau=config.tau, host_decoupled=True, layout="cross_view", **loss_args)
+    loss_fn = clp.build_host_loss(config.loss, host_tau=config.tau, host_decoupled=True, layout="cross_view",
+                                  feature_dim=config.emb_dim, **config.loss_args)  # fmt: skip
     mask_token = torch.tensor([MASK_ATOM, 0])
     augs = [
         None if a == "none" else GraphAugmentor(a, config.aug_ratio, mask_token) for a in (config.aug1, config.aug2)

@@ -23,7 +23,6 @@ import torch
 import cl_plugins as clp
 from integrations.common.accelerate_setup import make_accelerator, start_tracking
 from integrations.common.cli import parse_config
-from integrations.common.host_loss import build_host_loss
 from integrations.common.results import mean_std, write_json
 
 from .augment import GraphAugmentor
@@ -64,10 +63,8 @@ class TUConfig:
 def build_model(config: TUConfig, num_features: int) -> GraphCL:
     encoder = GINEncoder(num_features, config.hidden, config.num_layers)
     dim = encoder.embedding_dim
-    loss_args = dict(config.loss_args)
-    if config.loss == "amcl":
-        loss_args.setdefault("dim", dim)
-    loss_fn = build_host_loss(config.loss, host_tau=config.tau, host_decoupled=True, layout="cross_view", **loss_args)
+    loss_fn = clp.build_host_loss(config.loss, host_tau=config.tau, host_decoupled=True, layout="cross_view",
+                                  feature_dim=dim, **config.loss_args)  # fmt: skip
     augment = GraphAugmentor(config.aug, config.aug_ratio)
     return GraphCL(encoder, projection_head(dim), loss_fn, augment_1=None, augment_2=augment)
 

@@ -34,13 +34,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from integrations.common.host_loss import build_host_loss, host_temperature_args
+import cl_plugins as clp
 from integrations.common.patching import PatchHandle, check_built, class_and_model, gathering
 
 
 def graphcl_loss(name: str = "infonce", tau: float = 0.2, **kwargs: Any) -> nn.Module:
     """GraphCL's loss (x anchors vs x_aug, positive out of the denominator) under strategy ``name``."""
-    return build_host_loss(name, host_tau=tau, host_decoupled=True, layout="cross_view", **kwargs)
+    return clp.build_host_loss(name, host_tau=tau, host_decoupled=True, layout="cross_view", **kwargs)
 
 
 def _patch_pair_seam(patch: str, target: Any, method: str, loss: str | nn.Module, tau: float, global_batch: bool,
@@ -120,7 +120,7 @@ def patch_grace(target: Any, loss: str | nn.Module = "infonce", **loss_args: Any
     check_built(loss, "patch_grace", layouts=("grace", "simclr"), reduction="none")
 
     def build(host: nn.Module) -> nn.Module:
-        return build_host_loss(str(loss), host_tau=float(host.tau), layout="grace", reduction="none",
+        return clp.build_host_loss(str(loss), host_tau=float(host.tau), layout="grace", reduction="none",
                                gather_distributed=False, feature_dim=host.fc2.out_features, **loss_args)  # fmt: skip
 
     handle = PatchHandle("patch_grace", loss, build)
@@ -188,8 +188,6 @@ class PyGCLLoss(nn.Module):
 
     def __init__(self, loss: str | nn.Module = "infonce", *, exclude_self: bool = True, **kwargs: Any) -> None:
         super().__init__()
-        import cl_plugins as clp
-
         self.loss_fn = loss if isinstance(loss, nn.Module) else clp.build_loss(loss, **kwargs)
         self.exclude_self = exclude_self
 
@@ -215,9 +213,9 @@ def patch_pygcl(target: nn.Module, loss: str | nn.Module = "infonce", *, exclude
     host_tau = getattr(target.loss, "tau", None)
 
     def build(host: nn.Module) -> nn.Module:
-        if host_tau is None and host_temperature_args(str(loss), 1.0):
+        if host_tau is None and clp.get_loss_class(str(loss)).host_temperature(1.0):
             raise ValueError(f"patch_pygcl: {type(target.loss).__name__} has no tau; pass the strategy's temperature")
-        return build_host_loss(str(loss), host_tau=float(host_tau or 1.0), **loss_args)
+        return clp.build_host_loss(str(loss), host_tau=float(host_tau or 1.0), **loss_args)
 
     handle = PatchHandle("patch_pygcl", loss, build)
 

@@ -26,9 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from integrations.common.cli import parse_config
-from integrations.common.host_loss import build_host_loss
 from integrations.common.paths import cache_dir
-from integrations.simcse.train import TrainConfig, dropout_overrides, strategy_args, train
+from integrations.simcse.train import TrainConfig, build_strategy, dropout_overrides, train
 
 from .counterfactual import load_word_pairs, swap_table
 from .data import read_items, sick_items
@@ -45,7 +44,6 @@ class MabelConfig(TrainConfig):
         default="", metadata={"help": "MABEL's entailment_data.csv or a sent0,sent1 CSV (default: SICK train)"}
     )
     output_dir: str = field(default="outputs/mabel", metadata={"help": "checkpoints, logs, best/ and final/"})
-    temp: float = field(default=0.05, metadata={"help": "MABEL's softmax τ: the strategy's host temperature"})
     align_weight: float = field(default=0.05, metadata={"help": "weight of the alignment term (MABEL's align_temp)"})
     align_temp: float = field(default=0.05, metadata={"help": "constant τ inside the alignment term"})
     bias_type: str = field(default="gender", metadata={"help": "word list of bias_attribute_words.json to swap"})
@@ -83,10 +81,11 @@ def offline_mlm(config: MabelConfig) -> Path:
 
 
 def build_model(config: MabelConfig) -> MabelModel:
-    loss_fn = build_host_loss(config.loss, host_tau=config.temp, layout="cross_view", **strategy_args(config))
-    return MabelModel.from_pretrained(config.model, loss_fn, do_mlm=True, config_overrides=dropout_overrides(config),
-                                      align_weight=config.align_weight, align_temp=config.align_temp,
-                                      pooler=config.pooler, mlm_weight=config.mlm_weight)  # fmt: skip
+    return MabelModel.from_pretrained(
+        config.model, build_strategy(config), do_mlm=True, config_overrides=dropout_overrides(config),
+        align_weight=config.align_weight, align_temp=config.align_temp, pooler=config.pooler,
+        mlm_weight=config.mlm_weight,
+    )  # fmt: skip
 
 
 def run(config: MabelConfig) -> dict[str, Any]:

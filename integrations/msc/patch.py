@@ -31,7 +31,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from integrations.common.host_loss import build_host_loss
+import cl_plugins as clp
 from integrations.common.patching import PatchHandle, check_built, gathering
 
 MSC_TAU = 0.25
@@ -48,12 +48,13 @@ class MSCContrastiveLoss(torch.nn.Module):
     def __init__(self, loss: str | torch.nn.Module = "infonce", tau: float = MSC_TAU, feature_dim: int | None = None,
                  **kwargs: Any) -> None:  # fmt: skip
         super().__init__()
-        if loss == "amcl" and feature_dim is None and "dim" not in kwargs:
-            raise ValueError("amcl needs feature_dim=<feature size> (2048 for MSC's ResNet-152, 512 for ResNet-18)")
         if isinstance(loss, torch.nn.Module):
             self.loss_fn = loss
-        else:
-            self.loss_fn = build_host_loss(loss, host_tau=tau, layout="simclr", feature_dim=feature_dim, **kwargs)
+            return
+        arg = clp.get_loss_class(loss).feature_dim_arg
+        if arg is not None and feature_dim is None and arg not in kwargs:
+            raise ValueError(f"{loss} needs feature_dim=<feature size> (2048 for MSC's ResNet-152, 512 for ResNet-18)")
+        self.loss_fn = clp.build_host_loss(loss, host_tau=tau, layout="simclr", feature_dim=feature_dim, **kwargs)
 
     def forward(self, out_1: torch.Tensor, out_2: torch.Tensor) -> torch.Tensor:
         return self.loss_fn(F.normalize(out_1, dim=-1), F.normalize(out_2, dim=-1))

@@ -19,8 +19,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-import cl_plugins as clp
-
 POOLERS = ("cls", "cls_before_pooler", "avg", "avg_top2", "avg_first_last")
 
 
@@ -243,7 +241,3 @@ def offline_encoder_dir() -> Path:
     return Path(spec.origin).parent / "model"
 
 
-def build_loss_for_simcse(name: str, **kwargs: Any) -> nn.Module:
-    """A cl-plugins loss in SimCSE's layout (z1 anchors against z2, one direction)."""
-    kwargs.setdefault("layout", "cross_view")
-    return clp.build_loss(name, **kwargs)

@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from integrations.common.host_loss import build_host_loss
+import cl_plugins as clp
 from integrations.common.patching import PatchHandle, check_built, gathering, host_gradient
 
 
@@ -154,7 +154,7 @@ def patch_cl_module(patch: str, target: ModuleType | nn.Module | None, default: 
     check_built(loss, patch, layouts=("cross_view",))
 
     def build(cls: nn.Module) -> nn.Module:
-        return build_host_loss(str(loss), host_tau=float(getattr(cls.model_args, tau_field)), layout="cross_view",
+        return clp.build_host_loss(str(loss), host_tau=float(getattr(cls.model_args, tau_field)), layout="cross_view",
                                feature_dim=cls.config.hidden_size, **loss_args)  # fmt: skip
 
     handle = PatchHandle(patch, loss, build)

@@ -34,7 +34,7 @@ from integrations.common.cli import add_dataclass_arguments
 from integrations.common.cli import config_from_args as dataclass_config_from_args
 
 from .data import Collator, EpochSampler, TextDataset, read_sentences, read_triples
-from .model import POOLERS, SimCSEModel, build_loss_for_simcse
+from .model import POOLERS, SimCSEModel
 
 
 @dataclass
@@ -44,6 +44,7 @@ class TrainConfig:
     output_dir: str = field(default="outputs/simcse", metadata={"help": "where checkpoints, logs and models go"})
     loss: str = field(default="infonce", metadata={"help": f"strategy: {', '.join(clp.available_losses())}"})
     loss_args: dict = field(default_factory=dict, metadata={"help": "strategy parameters (see --loss_arg)"})
+    temp: float = field(default=0.05, metadata={"help": "SimCSE's temperature: the strategy's host τ (infonce's τ)"})
     pooler: str = field(default="cls", metadata={"help": f"one of {', '.join(POOLERS)}"})
     mlp_only_train: bool = field(default=False, metadata={"help": "use the MLP head in training only"})
     do_mlm: bool = field(default=False, metadata={"help": "add the MLM auxiliary objective"})
@@ -119,14 +120,17 @@ def latest_checkpoint(output_dir: Path) -> Path | None:
     return latest_numbered(output_dir / "checkpoints", "step")
 
 
-def strategy_args(config: TrainConfig) -> dict[str, Any]:
-    """``--loss_arg`` values, plus AMCL's ``dim`` (the encoder's width) unless given."""
-    args = dict(config.loss_args)
-    if config.loss == "amcl":
-        from transformers import AutoConfig
+def build_strategy(config: TrainConfig) -> clp.ContrastiveLoss:
+    """The strategy of a SimCSE (or MABEL) run: host τ ``--temp``, z1 anchors against z2 (``cross_view``),
+    the papers' SimCSE settings (the strategies' ``"simcse"`` presets), the encoder's width; ``--loss_arg`` wins."""
+    from transformers import AutoConfig
 
-        args.setdefault("dim", AutoConfig.from_pretrained(config.model).hidden_size)
-    return args
+    args = dict(config.loss_args)
+    if config.hard_negative_weight:
+        args["hard_negative_weight"] = config.hard_negative_weight
+    width = AutoConfig.from_pretrained(config.model).hidden_size
+    return clp.build_host_loss(config.loss, host_tau=config.temp, layout="cross_view", feature_dim=width,
+                               preset="simcse", **args)  # fmt: skip
 
 
 def dropout_overrides(config: TrainConfig) -> dict[str, float]:
@@ -138,12 +142,9 @@ def dropout_overrides(config: TrainConfig) -> dict[str, float]:
 
 def build_model(config: TrainConfig) -> SimCSEModel:
     """SimCSE's model of ``config``: the encoder of ``config.model``, its pooler and head, the strategy."""
-    loss_kwargs = strategy_args(config)
-    if config.hard_negative_weight:
-        loss_kwargs["hard_negative_weight"] = config.hard_negative_weight
     return SimCSEModel.from_pretrained(
         config.model,
-        build_loss_for_simcse(config.loss, **loss_kwargs),
+        build_strategy(config),
         do_mlm=config.do_mlm,
         pooler=config.pooler,
         mlp_only_train=config.mlp_only_train,

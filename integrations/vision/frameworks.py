@@ -27,18 +27,9 @@ import torch
 from torch import nn
 
 import cl_plugins as clp
-from integrations.common.host_loss import build_host_loss
 
 FRAMEWORKS = ("simclr", "simco", "mocov2", "simmoco")
 LAYOUT = {"simclr": "simclr", "simco": "cross_view", "mocov2": "queue", "simmoco": "cross_view"}
-
-#: the vision papers' settings of each strategy (CIFAR, ResNet-18); the host τ fills the rest
-VISION_LOSS_DEFAULTS: dict[str, dict[str, Any]] = {
-    "macl": {"tau0": 0.1, "alpha": 0.5, "a0": 0.0},  # MACL paper, CIFAR-10
-    "dystress": {"tau_min": 0.07, "tau_max": 0.2},  # DySTreSS smallscale
-    "dual_temperature": {"tau_alpha": 0.1, "tau_beta": 1.0},  # SimCo, dt_m = 10
-}
-
 
 def projection_head(in_dim: int, hidden: int = 512, out_dim: int = 128, batch_norm: bool = True) -> nn.Sequential:
     """SimCLR's head: Linear → (BN) → ReLU → Linear (→ BN, as in the DySTreSS CIFAR code)."""
@@ -54,15 +45,14 @@ def projection_head(in_dim: int, hidden: int = 512, out_dim: int = 128, batch_no
 def build_vision_loss(
     name: str, framework: str, *, tau: float = 0.1, dim: int = 128, **loss_args: Any
 ) -> clp.ContrastiveLoss:
-    """The strategy in ``framework``'s layout, with the vision defaults above; ``loss_args`` win."""
+    """The strategy in ``framework``'s layout with the vision papers' settings (the strategies' ``"vision"``
+    presets: CIFAR, ResNet-18) over the host τ; ``loss_args`` win. ``dim``: the projections' width."""
     if framework not in FRAMEWORKS:
         raise ValueError(f"framework must be one of {FRAMEWORKS}, got {framework!r}")
-    args = {**VISION_LOSS_DEFAULTS.get(name, {}), **loss_args}
-    if name == "amcl":
-        args.setdefault("dim", dim)
+    args = dict(loss_args)
     if framework == "simco":
         args.setdefault("symmetric", True)
-    return build_host_loss(name, host_tau=tau, layout=LAYOUT[framework], **args)
+    return clp.build_host_loss(name, host_tau=tau, layout=LAYOUT[framework], feature_dim=dim, preset="vision", **args)
 
 
 class ContrastiveSSL(nn.Module):

@@ -15,7 +15,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from integrations.common.accelerate_setup import make_accelerator  # noqa: E402
 from integrations.simcse.data import Collator, EpochSampler, TextDataset  # noqa: E402
-from integrations.simcse.model import SimCSEModel, build_loss_for_simcse  # noqa: E402
+from integrations.simcse.model import SimCSEModel  # noqa: E402
+from integrations.simcse.train import TrainConfig, build_strategy  # noqa: E402
 from tests.integrations.test_simcse_train import SENTENCES  # noqa: E402
 
 
@@ -40,7 +41,8 @@ def main(model_dir: str, out: str, loss: str) -> None:
         drop_last=True,
         generator=torch.Generator().manual_seed(0),
     )
-    model = SimCSEModel.from_pretrained(model_dir, build_loss_for_simcse(loss), pooler="cls")
+    strategy = build_strategy(TrainConfig(model=model_dir, train_file="", loss=loss))
+    model = SimCSEModel.from_pretrained(model_dir, strategy, pooler="cls")
     model.double()
     model, loader = accelerator.prepare(model, loader)
     accelerator.backward(model(**next(iter(loader))))
