@@ -8,15 +8,8 @@ import torch
 import cl_plugins as clp
 from cl_plugins import fused
 
-SCALAR = [
-    ("infonce", {}),
-    ("dcl", {}),
-    ("flatnce", {}),
-    ("macl", {}),
-    ("dual_temperature", {}),
-    ("learnable", {"init_tau": 0.2}),
-    ("cosine_schedule", {}),
-]
+# every registered strategy that only divides the cosine matrix by a scalar, at a host τ of 0.2
+SCALAR = [(n, {}) for n in clp.available_losses() if clp.get_loss_class(n).scalar_temperature]
 LAYOUTS = [("simclr", {}), ("cross_view", {"symmetric": True}), ("queue", {})]
 
 
@@ -31,7 +24,7 @@ def test_fused_equals_dense(name, kwargs, layout, extra, chunk, monkeypatch):
     call = {"queue": torch.randn(9, 5, dtype=torch.float64)} if layout == "queue" else {}
     outs = []
     for use_fused in (True, False):
-        loss_fn = clp.build_loss(name, layout=layout, fused=use_fused, **extra, **kwargs).double()
+        loss_fn = clp.build_host_loss(name, host_tau=0.2, layout=layout, fused=use_fused, **extra, **kwargs).double()
         loss = loss_fn(z1, z2, **call)
         params = [z1, z2, *loss_fn.parameters()]
         outs.append((loss.detach(), torch.autograd.grad(loss, params), loss_fn.stats))

@@ -190,3 +190,9 @@ def test_macl_stays_finite_where_the_official_snippet_overflows():
     assert torch.isfinite(ours).all()
     torch.testing.assert_close(ours[0], torch.tensor(1.0, dtype=torch.float64))
     torch.testing.assert_close(ours[1], official[1])
+
+
+def test_every_registered_strategy_has_a_reference():
+    """A new strategy fails here until it has a float64 loop reference above (AMCL: its own tests below)."""
+    covered = {_registry_name(key) for key in STRATEGIES} | {"amcl"}
+    assert set(clp.available_losses()) <= covered

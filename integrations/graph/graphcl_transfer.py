@@ -73,6 +73,18 @@ class TransferConfig:
     progress: bool = field(default=True, metadata={"help": "show progress bars"})  # fmt: skip
 
 
+def build_pretrain_model(config: TransferConfig) -> GraphCL:
+    """GraphCL's pre-training model: Hu et al.'s GIN, the projection head, the strategy, the two augmentations."""
+    gnn = MoleculeGIN(config.num_layers, config.emb_dim)
+    loss_fn = clp.build_host_loss(config.loss, host_tau=config.tau, host_decoupled=True, layout="cross_view",
+                                  feature_dim=config.emb_dim, **config.loss_args)  # fmt: skip
+    mask_token = torch.tensor([MASK_ATOM, 0])
+    augs = [
+        None if a == "none" else GraphAugmentor(a, config.aug_ratio, mask_token) for a in (config.aug1, config.aug2)
+    ]
+    return GraphCL(gnn, projection_head(config.emb_dim), loss_fn, *augs)
+
+
 def pretrain(config: TransferConfig) -> dict[str, torch.Tensor]:
     """GraphCL pre-training; returns (and saves to ``output_dir/pretrained_gin.pt``) the GIN's weights."""
     from accelerate.utils import set_seed
@@ -83,14 +95,7 @@ def pretrain(config: TransferConfig) -> dict[str, torch.Tensor]:
     set_seed(config.pretrain_seed)
     root = Path(config.data_root) if config.data_root else None
     graphs = zinc_graphs(root, config.pretrain_molecules or None)
-    gnn = MoleculeGIN(config.num_layers, config.emb_dim)
-    loss_fn = clp.build_host_loss(config.loss, host_tau=config.tau, host_decoupled=True, layout="cross_view",
-                                  feature_dim=config.emb_dim, **config.loss_args)  # fmt: skip
-    mask_token = torch.tensor([MASK_ATOM, 0])
-    augs = [
-        None if a == "none" else GraphAugmentor(a, config.aug_ratio, mask_token) for a in (config.aug1, config.aug2)
-    ]
-    model = GraphCL(gnn, projection_head(config.emb_dim), loss_fn, *augs)
+    model = build_pretrain_model(config)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.pretrain_lr)
     loader = DataLoader(graphs, batch_size=config.pretrain_batch_size, shuffle=True)
     start_tracking(accelerator, "graphcl_transfer", asdict(config))

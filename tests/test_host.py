@@ -1,0 +1,73 @@
+"""What each strategy declares for a host codebase (``host_temperature``, ``decouplable``, ``feature_dim_arg``,
+``presets``) and ``clp.build_host_loss`` over it, for every registered strategy."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import cl_plugins as clp
+
+NAMES = clp.available_losses()
+
+
+def _views(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(6, 8, generator=g, dtype=torch.float64), torch.randn(6, 8, generator=g, dtype=torch.float64)
+
+
+def _gradient(name: str, host_tau: float) -> torch.Tensor:
+    z1, z2 = _views()
+    z1.requires_grad_()
+    torch.manual_seed(0)  # AMCL's heads
+    loss = clp.build_host_loss(name, host_tau=host_tau, feature_dim=8).double()(z1, z2)
+    return torch.autograd.grad(loss, z1)[0]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_strategy_declares_its_host_mapping_and_it_is_applied(name):
+    cls = clp.get_loss_class(name)
+    mapping = cls.host_temperature(0.3)  # NotImplementedError for a strategy that declares nothing
+    loss = clp.build_host_loss(name, host_tau=0.3, feature_dim=8)
+    assert mapping.items() <= loss.hyperparameters().items()
+    # a strategy with a temperature follows the host's; one without (temperature-free, AMCL) ignores it. The
+    # gradient, not the value: FlatNCE's value is 1 by construction
+    assert (not torch.equal(_gradient(name, 0.3), _gradient(name, 0.1))) == bool(mapping)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_decoupled_applies_where_declared(name):
+    cls = clp.get_loss_class(name)
+    loss = clp.build_host_loss(name, host_tau=0.2, host_decoupled=True, feature_dim=8)
+    assert loss.decoupled == (cls.decouplable or cls.default_decoupled)
+    if cls.decouplable:  # an explicit argument wins over the host's setting
+        explicit = clp.build_host_loss(name, host_tau=0.2, host_decoupled=True, feature_dim=8, decoupled=False)
+        assert not explicit.decoupled
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_feature_width_reaches_the_strategy_that_needs_it(name):
+    cls = clp.get_loss_class(name)
+    loss = clp.build_host_loss(name, host_tau=0.2, feature_dim=8)
+    if cls.feature_dim_arg is not None:
+        assert loss.hyperparameters()[cls.feature_dim_arg] == 8
+    assert torch.isfinite(loss.double()(*_views()))
+
+
+@pytest.mark.parametrize("name,preset", [(n, p) for n in NAMES for p in clp.get_loss_class(n).presets])
+def test_presets_are_valid_settings_and_lose_to_explicit_arguments(name, preset):
+    settings = clp.get_loss_class(name).presets[preset]
+    loss = clp.build_host_loss(name, host_tau=0.5, preset=preset, feature_dim=8)
+    assert settings.items() <= loss.hyperparameters().items()
+    key, value = next(iter(settings.items()))
+    if isinstance(value, float):  # the first setting is a temperature: smaller keeps every range valid
+        explicit = clp.build_host_loss(name, host_tau=0.5, preset=preset, feature_dim=8, **{key: value * 0.5})
+        assert explicit.hyperparameters()[key] == value * 0.5
+
+
+def test_unknown_preset_and_the_examples():
+    with pytest.raises(ValueError, match="preset must be one of"):
+        clp.build_host_loss("macl", host_tau=0.1, preset="visoin")
+    assert clp.build_host_loss("cosine_schedule", host_tau=0.2).temperature(0) == pytest.approx(2.0)  # τ_max = 10 τ
+    assert clp.build_host_loss("dual_temperature", host_tau=0.05).tau_beta == pytest.approx(0.5)
+    assert clp.build_host_loss("macl", host_tau=0.05, preset="simcse").alpha == 2.0
