@@ -93,39 +93,32 @@ def lightly_ntxent() -> Loss | None:
 
 
 # ---------------------------------------------------------------------------- cases
-def ours(name: str, **kwargs) -> Callable[[], Loss]:
-    return lambda: clp.build_loss(name, **kwargs)
+def ours(name: str, **kwargs) -> Callable[[int], Loss]:
+    """Every strategy in the same host setting: τ = TAU mapped by the strategy itself, the inputs' width."""
+    return lambda dim: clp.build_host_loss(name, host_tau=TAU, feature_dim=dim, **kwargs)
 
 
-CASES: dict[str, tuple[str, Callable[[], Loss | None]]] = {
-    # label: (layout, factory)
-    "F.cross_entropy NT-Xent": ("simclr", lambda: plain_simclr),
-    "lightly NTXentLoss": ("simclr", lightly_ntxent),
-    "infonce": ("simclr", ours("infonce", tau=TAU)),
-    "learnable": ("simclr", ours("learnable", init_tau=TAU)),
-    "macl": ("simclr", ours("macl", tau0=TAU)),
-    "dual_temperature": ("simclr", ours("dual_temperature", tau_alpha=TAU, tau_beta=1.0)),
-    "dcl": ("simclr", ours("dcl", tau=TAU)),
-    "flatnce": ("simclr", ours("flatnce", tau=TAU)),
-    "cosine_schedule": ("simclr", ours("cosine_schedule")),
-    "dystress": ("simclr", ours("dystress")),
-    "temperature_free": ("simclr", ours("temperature_free")),
-    "amcl (max, 3 heads)": ("simclr", lambda: None),  # built with the feature dim below
-    "amcl (lse, 3 heads)": ("simclr", lambda: None),
-    "F.cross_entropy (cross-view)": ("cross_view", lambda: plain_cross_view),
-    "info-nce-pytorch InfoNCE": ("cross_view", info_nce),
-    "infonce (cross-view)": ("cross_view", ours("infonce", tau=TAU, layout="cross_view")),
+def label_of(name: str) -> str:
+    return f"{name} (3 heads)" if clp.get_loss_class(name).feature_dim_arg else name
+
+
+CASES: dict[str, tuple[str, Callable[[int], Loss | None]]] = {
+    # label: (layout, factory of the feature width)
+    "F.cross_entropy NT-Xent": ("simclr", lambda dim: plain_simclr),
+    "lightly NTXentLoss": ("simclr", lambda dim: lightly_ntxent()),
+    **{label_of(name): ("simclr", ours(name)) for name in clp.available_losses()},
+    "amcl (lse, 3 heads)": ("simclr", ours("amcl", negatives="lse")),  # AMCL's second form, O(N²·hidden)
+    "F.cross_entropy (cross-view)": ("cross_view", lambda dim: plain_cross_view),
+    "info-nce-pytorch InfoNCE": ("cross_view", lambda dim: info_nce()),
+    "infonce (cross-view)": ("cross_view", ours("infonce", layout="cross_view")),
     # last: its O(N^3) allocations disturb the timings of whatever runs right after it
-    "pytorch-metric-learning NTXentLoss": ("simclr", pml_ntxent),
+    "pytorch-metric-learning NTXentLoss": ("simclr", lambda dim: pml_ntxent()),
 }
-SCALAR = {"infonce", "learnable", "macl", "dual_temperature", "dcl", "flatnce", "cosine_schedule"}
+SCALAR = {label_of(n) for n in clp.available_losses() if clp.get_loss_class(n).scalar_temperature}
 
 
 def build(label: str, dim: int, device: str) -> Loss | None:
-    if label.startswith("amcl"):
-        negatives = "lse" if "lse" in label else "max"
-        return clp.build_loss("amcl", dim=dim, negatives=negatives).to(device)
-    fn = CASES[label][1]()
+    fn = CASES[label][1](dim)
     if isinstance(fn, torch.nn.Module):
         fn = fn.to(device)
     return fn

@@ -38,6 +38,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import results_store  # noqa: E402
 
+import cl_plugins as clp  # noqa: E402
+from integrations.vision.frameworks import LAYOUT  # noqa: E402
+
 STRATEGIES = ["infonce", "macl", "dystress", "dual_temperature", "temperature_free", "amcl"]
 PAPERS = [
     "MACL paper, CIFAR-10, ResNet-18, 200 epochs, batch 256: linear NT-Xent 84.65, dual temperature 85.86, "
@@ -64,8 +67,8 @@ def part_ssl(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
 
     for framework in args.frameworks:
         for strategy in args.strategies:
-            if framework == "mocov2" and strategy == "amcl":
-                print("skip mocov2 amcl: AMCL has no queue form", flush=True)
+            if LAYOUT[framework] not in clp.get_loss_class(strategy).layouts:
+                print(f"skip {framework} {strategy}: no {LAYOUT[framework]} layout", flush=True)
                 continue
             runs = []
             for seed in args.seeds:

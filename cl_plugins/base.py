@@ -61,6 +61,8 @@ class ContrastiveLoss(nn.Module):
     feature_dim_arg: ClassVar[str | None] = None
     #: the papers' settings per modality (``"vision"``, ``"simcse"``), for ``build_host_loss(preset=...)``
     presets: ClassVar[dict[str, dict[str, Any]]] = {}
+    #: the pair layouts the strategy supports
+    layouts: ClassVar[tuple[str, ...]] = LAYOUTS
 
     @classmethod
     def host_temperature(cls, tau: float) -> dict[str, Any]:
@@ -87,6 +89,9 @@ class ContrastiveLoss(nn.Module):
     ) -> None:
         super().__init__()
         self.layout = check_choice("layout", layout, LAYOUTS)
+        if self.layout not in self.layouts:
+            supported = ", ".join(repr(x) for x in self.layouts)
+            raise ValueError(f"{self.name} supports layout={supported} (not {self.layout!r})")
         self.symmetric = bool(symmetric)
         self.decoupled = self.default_decoupled if decoupled is None else bool(decoupled)
         self.reduction = check_choice("reduction", reduction, REDUCTIONS)

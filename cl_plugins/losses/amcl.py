@@ -104,6 +104,7 @@ class AMCLLoss(ContrastiveLoss):
 
     default_decoupled = True
     feature_dim_arg = "dim"  # its heads are built on the embeddings
+    layouts = ("simclr", "grace", "cross_view")  # a queue holds keys its heads never projected
 
     @classmethod
     def host_temperature(cls, tau: float) -> dict[str, Any]:
@@ -141,8 +142,6 @@ class AMCLLoss(ContrastiveLoss):
             raise ValueError(f"beta must be a number >= 0, got {beta!r}")
         self.beta = float(beta)
         self.negatives = check_choice("negatives", negatives, NEGATIVE_MODES)
-        if self.layout == "queue":
-            raise ValueError("amcl supports layout='simclr', 'grace' or 'cross_view' (not 'queue')")
         self.dim, self.proj_dim, self.chunk_elements = dim, proj_dim, chunk_elements
         self.heads = nn.ModuleList(
             nn.Sequential(nn.Linear(dim, hidden), nn.ReLU(inplace=True), nn.Linear(hidden, proj_dim))
