@@ -6,6 +6,7 @@ argument and says how to fix it; nothing is allowed to turn silently into NaN.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
@@ -23,10 +24,11 @@ def check_positive(name: str, value: float) -> float:
 
 
 def check_range(name: str, value: float, low: float, high: float) -> float:
+    """A finite number in [low, high] (NaN and infinities are refused, also when ``high`` is inf)."""
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         raise TypeError(f"{name} must be a number, got {type(value).__name__}")
-    if not (low <= value <= high):
-        raise ValueError(f"{name} must lie in [{low}, {high}], got {value}")
+    if not (low <= value <= high) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number in [{low}, {high}], got {value}")
     return float(value)
 
 

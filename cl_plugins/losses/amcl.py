@@ -23,7 +23,7 @@ variant (Eq. 2.4 / appendix Eq. 9) with the positive inside the max / LSE. Heads
 
 The temperature MLP takes the raw (un-normalised) head projections, as the official code
 does; its first layer is split (W[z_i; z_j] = Wa z_i + Wb z_j) and the LSE form evaluates it
-chunk by chunk (:mod:`cl_plugins.amcl_kernel`), recomputing chunks in backward: no
+chunk by chunk (:mod:`cl_plugins.losses.amcl_kernel`), recomputing chunks in backward: no
 [A, M, hidden] tensor is ever built and no [A, M] tensor is kept for backward.
 
 Paper: Wang, Koniusz, Gedeon, Zheng, "Adaptive Multi-head Contrastive Learning" (ECCV 2024).
@@ -38,17 +38,18 @@ Example::
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
 from torch import nn
 
-from ..amcl_kernel import amcl_negative_lse, rowwise_scores
 from ..base import ContrastiveLoss
 from ..layouts import PairBlock
 from ..pairs import Pairs
 from ..registry import register_loss
-from ..validation import check_choice, check_feature_dim, check_pair, check_positive
+from ..validation import check_choice, check_feature_dim, check_pair, check_positive, check_range
+from .amcl_kernel import amcl_negative_lse, rowwise_scores
 
 NEGATIVE_MODES = ("max", "lse")
 
@@ -138,9 +139,7 @@ class AMCLLoss(ContrastiveLoss):
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
         self.eta = check_positive("eta", eta)
         self.iota = check_positive("iota", iota)
-        if not isinstance(beta, (int, float)) or beta < 0:
-            raise ValueError(f"beta must be a number >= 0, got {beta!r}")
-        self.beta = float(beta)
+        self.beta = check_range("beta", beta, 0.0, math.inf)
         self.negatives = check_choice("negatives", negatives, NEGATIVE_MODES)
         self.dim, self.proj_dim, self.chunk_elements = dim, proj_dim, chunk_elements
         self.heads = nn.ModuleList(

@@ -39,7 +39,7 @@ import torch
 from ..base import ContrastiveLoss
 from ..pairs import Pairs
 from ..registry import register_loss
-from ..validation import check_choice, check_positive
+from ..validation import check_choice, check_positive, check_range
 
 PROFILES = ("cosine", "shifted", "linear", "exponential", "monotone")
 
@@ -115,9 +115,7 @@ class DySTreSSLoss(ContrastiveLoss):
             raise ValueError(f"tau_min ({tau_min}) must not exceed tau_max ({tau_max})")
         self.profile = check_choice("profile", profile, PROFILES)
         self.scale = check_positive("scale", scale)
-        if not isinstance(shift, (int, float)) or not -2.0 <= shift <= 2.0:
-            raise ValueError(f"shift must be a number in [-2, 2], got {shift!r}")
-        self.shift = float(shift)
+        self.shift = check_range("shift", shift, -2.0, 2.0)
         if profile != "shifted" and (self.shift != 0.0 or self.scale != 1.0):
             raise ValueError(f"shift and scale apply to profile='shifted' only (got profile={profile!r})")
         self.detach = bool(detach)

@@ -25,6 +25,7 @@ Example::
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -33,7 +34,7 @@ from ..base import ContrastiveLoss
 from ..distributed import all_reduce_sum, is_distributed
 from ..pairs import Pairs, reweighted_nll, softplus
 from ..registry import register_loss
-from ..validation import check_positive
+from ..validation import check_positive, check_range
 
 
 @register_loss("macl")
@@ -77,10 +78,8 @@ class MACLLoss(ContrastiveLoss):
     ) -> None:
         super().__init__(**kwargs)
         self.tau0 = check_positive("tau0", tau0)
-        if not isinstance(alpha, (int, float)) or alpha < 0:
-            raise ValueError(f"alpha must be a number >= 0, got {alpha!r}")
-        if not isinstance(a0, (int, float)) or not -1.0 <= a0 <= 1.0:
-            raise ValueError(f"a0 is a cosine-similarity threshold and must lie in [-1, 1], got {a0!r}")
+        check_range("alpha", alpha, 0.0, math.inf)
+        check_range("a0", a0, -1.0, 1.0)  # a cosine-similarity threshold
         self.alpha, self.a0 = float(alpha), float(a0)
         self.adaptive, self.reweight = bool(adaptive), bool(reweight)
         self.min_tau = check_positive("min_tau", min_tau)
