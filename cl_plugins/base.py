@@ -16,7 +16,7 @@ from torch import nn
 from .distributed import all_reduce_sum, is_distributed, world_size
 from .layouts import LAYOUTS, PairBlock, at_least_float32, build_blocks
 from .pairs import Pairs, softplus
-from .validation import check_choice, check_pair, check_similarity
+from .validation import check_choice, check_pair, check_range, check_similarity
 
 Reduction = Literal["mean", "sum", "none"]
 REDUCTIONS = ("mean", "sum", "none")
@@ -97,7 +97,7 @@ class ContrastiveLoss(nn.Module):
         self.reduction = check_choice("reduction", reduction, REDUCTIONS)
         if not isinstance(hard_negative_weight, (int, float)):
             raise TypeError(f"hard_negative_weight must be a number, got {type(hard_negative_weight).__name__}")
-        self.hard_negative_weight = float(hard_negative_weight)
+        self.hard_negative_weight = check_range("hard_negative_weight", hard_negative_weight, -1e4, 1e4)
         self.gather_distributed = bool(gather_distributed)
         self.check_inputs = bool(check_inputs)
         self.fused = bool(fused)

@@ -55,6 +55,11 @@ class _NegativeLSE(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad, *unused):  # type: ignore[override]
+        if torch.is_grad_enabled():  # backward with create_graph=True: this backward is not differentiable
+            raise RuntimeError(
+                "the fused loss path has no second derivative (create_graph=True, e.g. a gradient penalty); "
+                "build the loss with fused=False for that"
+            )
         if ctx.consumed:
             raise RuntimeError(
                 "the fused loss path frees its buffer in backward and cannot be differentiated twice "

@@ -57,21 +57,32 @@ class PairBlock:
     def lazy(self) -> LazyLogits:
         """The cosine matrix as :class:`~cl_plugins.fused.LazyLogits` (scalar-temperature path)."""
         with torch.autocast(device_type=self.anchors.device.type, enabled=False):
-            a = F.normalize(at_least_float32(self.anchors), dim=1)
-            c = a if self.candidates_are_anchors else F.normalize(at_least_float32(self.candidates), dim=1)
-            p = None if self.positives is None else F.normalize(at_least_float32(self.positives), dim=1)
+            a = unit_rows(self.anchors)
+            c = a if self.candidates_are_anchors else unit_rows(self.candidates)
+            p = None if self.positives is None else unit_rows(self.positives)
         return LazyLogits(a, c, p)
 
     def cosine(self) -> torch.Tensor:
         """Cosine similarities [A, M] in float32 (float64 for float64 inputs), also under autocast."""
         with torch.autocast(device_type=self.anchors.device.type, enabled=False):
-            a = F.normalize(at_least_float32(self.anchors), dim=1)
-            c = a if self.candidates_are_anchors else F.normalize(at_least_float32(self.candidates), dim=1)
+            a = unit_rows(self.anchors)
+            c = a if self.candidates_are_anchors else unit_rows(self.candidates)
             sim = a @ c.T
             if self.positives is not None:
-                p = F.normalize(at_least_float32(self.positives), dim=1)
-                sim = torch.cat([(a * p).sum(dim=1, keepdim=True), sim], dim=1)
+                sim = torch.cat([(a * unit_rows(self.positives)).sum(dim=1, keepdim=True), sim], dim=1)
         return sim
+
+
+def unit_rows(x: torch.Tensor) -> torch.Tensor:
+    """Rows scaled to unit L2 norm, in float32 at least, for rows of any magnitude.
+
+    ``F.normalize`` divides by ``max(norm, 1e-12)``, so a row of norm below 1e-12 gets a cosine near 0, and a
+    float32 row of entries ~1e-30 has a norm that underflows to 0. Dividing each row by its largest
+    |entry| first keeps every norm in [1, sqrt(D)]; the result (and its gradient) is the same unit vector.
+    """
+    x = at_least_float32(x)
+    peak = x.detach().abs().amax(dim=1, keepdim=True).clamp_min(torch.finfo(x.dtype).tiny)
+    return F.normalize(x / peak, dim=1)
 
 
 def at_least_float32(x: torch.Tensor) -> torch.Tensor:

@@ -20,6 +20,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from .distributed import gather_no_grad
+from .layouts import unit_rows
+from .validation import check_embeddings
 
 
 class FeatureQueue(nn.Module):
@@ -51,7 +53,8 @@ class FeatureQueue(nn.Module):
         if keys.dim() != 2 or keys.shape[1] != self.queue.shape[1]:
             raise ValueError(f"keys must have shape [n, {self.queue.shape[1]}], got {tuple(keys.shape)}")
         keys = gather_no_grad(keys) if self.gather_distributed else keys.detach()
-        keys = F.normalize(keys.float(), dim=1).to(self.queue.dtype)
+        check_embeddings(keys, "keys")  # a NaN or zero key would stay in the queue for `size` steps
+        keys = unit_rows(keys).to(self.queue.dtype)
         size = self.queue.shape[0]
         if keys.shape[0] >= size:
             self.queue.copy_(keys[-size:])

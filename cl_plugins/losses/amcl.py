@@ -48,7 +48,7 @@ from ..base import ContrastiveLoss
 from ..layouts import PairBlock
 from ..pairs import Pairs
 from ..registry import register_loss
-from ..validation import check_choice, check_feature_dim, check_pair, check_positive, check_range
+from ..validation import check_choice, check_feature_dim, check_pair, check_range, check_temperature
 from .amcl_kernel import amcl_negative_lse, rowwise_scores
 
 NEGATIVE_MODES = ("max", "lse")
@@ -137,8 +137,8 @@ class AMCLLoss(ContrastiveLoss):
         ):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-        self.eta = check_positive("eta", eta)
-        self.iota = check_positive("iota", iota)
+        self.eta = check_temperature("eta", eta)  # the span of its temperatures
+        self.iota = check_temperature("iota", iota)
         self.beta = check_range("beta", beta, 0.0, math.inf)
         self.negatives = check_choice("negatives", negatives, NEGATIVE_MODES)
         self.dim, self.proj_dim, self.chunk_elements = dim, proj_dim, chunk_elements
@@ -169,9 +169,12 @@ class AMCLLoss(ContrastiveLoss):
             check_feature_dim(z1, self.dim, "h1", f"dim={self.dim}")
         self._stats = {}
         total: torch.Tensor | None = None
+        if self.check_inputs and hard_negatives is not None:
+            check_feature_dim(hard_negatives, self.dim, "hard_negatives", f"dim={self.dim}")
         for c, head in enumerate(self.heads):
             p1, p2 = head(z1), head(z2)
-            blocks = self.blocks(p1, p2, queue=queue, hard_negatives=hard_negatives)
+            hard = None if hard_negatives is None else head(hard_negatives)  # projected like the views
+            blocks = self.blocks(p1, p2, queue=queue, hard_negatives=hard)
             per_anchor = torch.cat([self._head_block_loss(c, b) for b in blocks])
             total = per_anchor if total is None else total + per_anchor
         assert total is not None

@@ -27,7 +27,7 @@ import torch
 from ..base import ContrastiveLoss
 from ..pairs import Pairs
 from ..registry import register_loss
-from ..validation import check_positive
+from ..validation import check_positive, check_temperature
 
 
 @register_loss("cosine_schedule")
@@ -54,8 +54,8 @@ class CosineScheduleLoss(ContrastiveLoss):
 
     def __init__(self, tau_min: float = 0.1, tau_max: float = 1.0, period: float = 400, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.tau_min = check_positive("tau_min", tau_min)
-        self.tau_max = check_positive("tau_max", tau_max)
+        self.tau_min = check_temperature("tau_min", tau_min)
+        self.tau_max = check_temperature("tau_max", tau_max)
         if self.tau_min > self.tau_max:
             raise ValueError(f"tau_min ({tau_min}) must not exceed tau_max ({tau_max})")
         self.period = check_positive("period", period)

@@ -27,7 +27,6 @@ class DCLLoss(InfoNCELoss):
     """
 
     default_decoupled = True
-
     decouplable = False  # decoupled by definition
 
     @classmethod

@@ -28,7 +28,7 @@ import torch
 from ..base import ContrastiveLoss
 from ..pairs import Pairs, reweighted_nll
 from ..registry import register_loss
-from ..validation import check_positive
+from ..validation import check_temperature
 
 
 @register_loss("dual_temperature")
@@ -57,8 +57,8 @@ class DualTemperatureLoss(ContrastiveLoss):
         super().__init__(**kwargs)
         if self.decoupled:
             raise ValueError("dual_temperature is defined with the positive in the denominator; drop decoupled=True")
-        self.tau_alpha = check_positive("tau_alpha", tau_alpha)
-        self.tau_beta = check_positive("tau_beta", tau_beta)
+        self.tau_alpha = check_temperature("tau_alpha", tau_alpha)
+        self.tau_beta = check_temperature("tau_beta", tau_beta)
 
     def logits(self, sim: torch.Tensor, pairs: Pairs) -> torch.Tensor:
         self.record_tau(self.tau_alpha)

@@ -39,7 +39,7 @@ import torch
 from ..base import ContrastiveLoss
 from ..pairs import Pairs
 from ..registry import register_loss
-from ..validation import check_choice, check_positive, check_range
+from ..validation import check_choice, check_positive, check_range, check_temperature
 
 PROFILES = ("cosine", "shifted", "linear", "exponential", "monotone")
 
@@ -109,8 +109,8 @@ class DySTreSSLoss(ContrastiveLoss):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.tau_min = check_positive("tau_min", tau_min)
-        self.tau_max = check_positive("tau_max", tau_max)
+        self.tau_min = check_temperature("tau_min", tau_min)
+        self.tau_max = check_temperature("tau_max", tau_max)
         if self.tau_min > self.tau_max:
             raise ValueError(f"tau_min ({tau_min}) must not exceed tau_max ({tau_max})")
         self.profile = check_choice("profile", profile, PROFILES)

@@ -21,7 +21,7 @@ import torch
 from ..base import ContrastiveLoss
 from ..pairs import Pairs
 from ..registry import register_loss
-from ..validation import check_positive
+from ..validation import check_temperature
 
 
 @register_loss("infonce")
@@ -45,7 +45,7 @@ class InfoNCELoss(ContrastiveLoss):
 
     def __init__(self, tau: float = 0.1, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.tau = check_positive("tau", tau)
+        self.tau = check_temperature("tau", tau)
 
     def logits(self, sim: torch.Tensor, pairs: Pairs) -> torch.Tensor:
         self.record_tau(self.tau)

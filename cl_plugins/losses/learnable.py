@@ -33,7 +33,7 @@ from torch import nn
 from ..base import ContrastiveLoss
 from ..pairs import Pairs
 from ..registry import register_loss
-from ..validation import check_positive
+from ..validation import check_temperature
 
 
 @register_loss("learnable")
@@ -57,8 +57,8 @@ class LearnableTemperatureLoss(ContrastiveLoss):
 
     def __init__(self, init_tau: float = 0.07, min_tau: float = 0.01, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        init_tau = check_positive("init_tau", init_tau)
-        self.min_tau = check_positive("min_tau", min_tau)
+        init_tau = check_temperature("init_tau", init_tau)
+        self.min_tau = check_temperature("min_tau", min_tau)
         if init_tau < self.min_tau:
             raise ValueError(f"init_tau ({init_tau}) must be >= min_tau ({min_tau})")
         self.log_tau = nn.Parameter(torch.tensor(math.log(init_tau)))

@@ -34,7 +34,7 @@ from ..base import ContrastiveLoss
 from ..distributed import all_reduce_sum, is_distributed
 from ..pairs import Pairs, reweighted_nll, softplus
 from ..registry import register_loss
-from ..validation import check_positive, check_range
+from ..validation import check_range, check_temperature
 
 
 @register_loss("macl")
@@ -77,12 +77,12 @@ class MACLLoss(ContrastiveLoss):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.tau0 = check_positive("tau0", tau0)
+        self.tau0 = check_temperature("tau0", tau0)
         check_range("alpha", alpha, 0.0, math.inf)
         check_range("a0", a0, -1.0, 1.0)  # a cosine-similarity threshold
         self.alpha, self.a0 = float(alpha), float(a0)
         self.adaptive, self.reweight = bool(adaptive), bool(reweight)
-        self.min_tau = check_positive("min_tau", min_tau)
+        self.min_tau = check_temperature("min_tau", min_tau)
         if self.reweight and self.decoupled:
             raise ValueError(
                 "macl: reweight=True already gives the decoupled gradient; pass decoupled=False "
