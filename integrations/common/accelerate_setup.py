@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +42,3 @@ def start_tracking(accelerator: Any, project: str, settings: dict[str, Any]) -> 
     """Open the trackers (main process only; nothing when the Accelerator was made with ``log_with="none"``)."""
     if accelerator.is_main_process and accelerator.log_with:
         accelerator.init_trackers(project, config={k: str(v) for k, v in settings.items()})
-
-
-def latest_numbered(folder: Path, prefix: str) -> Path | None:
-    """The ``<prefix>_<N>`` sub-folder of ``folder`` with the largest N (checkpoints), or None."""
-    found = [p for p in folder.glob(f"{prefix}_*") if re.fullmatch(rf"{re.escape(prefix)}_\d+", p.name)]
-    return max(found, key=lambda p: int(p.name.rsplit("_", 1)[1]), default=None)

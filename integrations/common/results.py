@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from . import atomic
 
 
 def mean_std(values: list[float]) -> tuple[float, float]:
@@ -21,7 +22,7 @@ def fmt_mean_std(values: list[float], scale: float = 1.0, digits: int = 2) -> st
 
 
 def write_json(path: str | Path, payload: dict[str, Any]) -> Path:
+    """Written atomically (a temporary sibling, then renamed)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(payload, indent=2, default=str))
+    atomic.write_json(path, payload)
     return path

@@ -2,7 +2,8 @@
 
 :func:`fit` trains a model whose forward returns the loss: progress bar, tracker logging of the
 loss and of the strategy's statistics, an Accelerate checkpoint every ``checkpoint_every`` epochs
-(model, optimizer, RNG, epoch and whatever else is registered), and exact resume.
+(model, optimizer, RNG, epoch and whatever else is registered; written atomically, see
+:mod:`integrations.common.atomic`), and exact resume from the newest complete checkpoint.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from tqdm.auto import tqdm
 
 import cl_plugins as clp
 
-from .accelerate_setup import latest_numbered
+from . import atomic
 
 
 class EpochCounter:
@@ -68,7 +69,7 @@ def fit(
     for obj in (counter, *register):
         accelerator.register_for_checkpointing(obj)
     if resume and checkpoint_dir is not None:
-        path = latest_numbered(checkpoint_dir, "epoch")
+        path = atomic.latest_complete(checkpoint_dir, "epoch")
         if path is not None:
             accelerator.load_state(str(path))
             accelerator.print(f"resumed from {path} (epoch {counter.epoch})")
@@ -114,9 +115,9 @@ def fit(
         if checkpoint_dir is not None and (
             counter.epoch % checkpoint_every == 0 or counter.epoch == epochs or stopping
         ):
-            previous = latest_numbered(checkpoint_dir, "epoch")
-            accelerator.save_state(str(checkpoint_dir / f"epoch_{counter.epoch}"))
-            if previous is not None and accelerator.is_main_process:
+            previous = atomic.latest_complete(checkpoint_dir, "epoch")
+            atomic.save_state(accelerator, checkpoint_dir / f"epoch_{counter.epoch}")
+            if previous is not None and accelerator.is_main_process:  # only once the new one is complete
                 shutil.rmtree(previous)
     bar.close()
     return losses

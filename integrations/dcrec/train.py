@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from integrations.common import atomic
 from integrations.common.accelerate_setup import make_accelerator, start_tracking
 from integrations.common.cli import parse_config
 from integrations.common.paths import cache_dir
@@ -272,8 +273,8 @@ def run_seed(config: DCRecConfig, splits: DCRecSplits, seed: int) -> dict[str, A
         "test": evaluate_rows(test, "test"),
     }
     if accelerator.is_main_process:
-        torch.save({"config": asdict(config), "selection": splits.label, "state_dict": model.state_dict()},
-                   out / "model.pt")  # fmt: skip
+        atomic.torch_save({"config": asdict(config), "selection": splits.label, "state_dict": model.state_dict()},
+                          out / "model.pt")  # fmt: skip
         write_json(out / "results.json", result)
         accelerator.print(f"seed {seed} [{splits.label}] best epoch {best.epoch}")
         accelerator.print(f"  valid: {format_metrics(result['valid'])}")

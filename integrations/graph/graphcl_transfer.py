@@ -26,6 +26,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 import cl_plugins as clp
+from integrations.common import atomic
 from integrations.common.accelerate_setup import make_accelerator, start_tracking
 from integrations.common.cli import parse_config
 from integrations.common.results import mean_std, write_json
@@ -112,7 +113,7 @@ def pretrain(config: TransferConfig) -> dict[str, torch.Tensor]:
     )
     state = {k: v.cpu() for k, v in accelerator.unwrap_model(model).encoder.state_dict().items()}
     if accelerator.is_main_process:
-        torch.save({"config": asdict(config), "gnn": state, "epoch_loss": losses}, out / "pretrained_gin.pt")
+        atomic.torch_save({"config": asdict(config), "gnn": state, "epoch_loss": losses}, out / "pretrained_gin.pt")
     accelerator.end_training()
     return state
 

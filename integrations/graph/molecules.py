@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from integrations.common import atomic
 from integrations.common.paths import cache_dir, data_path, data_root
 
 CHIRALITY = ("CHI_UNSPECIFIED", "CHI_TETRAHEDRAL_CW", "CHI_TETRAHEDRAL_CCW", "CHI_OTHER")
@@ -101,7 +102,7 @@ def _cached_graphs(key: str, smiles: list[str]) -> list[Any | None]:
     from tqdm.auto import tqdm
 
     graphs = [smiles_to_graph(s) for s in tqdm(smiles, desc=f"featurising {key}", mininterval=5)]
-    torch.save(graphs, path)
+    atomic.torch_save(graphs, path)
     return graphs
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from integrations.common import atomic
 from integrations.common.training import fit as common_fit
 
 
@@ -64,7 +65,7 @@ class GraphCL(nn.Module):
 
 def save_run_model(path: Path, config: Any, num_features: int, model: nn.Module) -> None:
     """``model.pt`` of a graph run: the run's config (a dataclass), the input width and the weights."""
-    torch.save({"config": asdict(config), "num_features": num_features, "model": model.state_dict()}, path)
+    atomic.torch_save({"config": asdict(config), "num_features": num_features, "model": model.state_dict()}, path)
 
 
 def load_run_model(path: str | Path, config_cls: type, build_model: Callable[[Any, int], nn.Module]) -> tuple:

@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 
+from integrations.common import atomic
+
 from .crows_pairs import evaluate_crows, load_crows_pairs
 from .seat import GENDER_TESTS, run_seat
 from .stereoset import evaluate_stereoset, load_intrasentence
@@ -86,7 +88,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     result["summary"] = summary_row(result)
     text = json.dumps(result, indent=2)
     if args.output:
-        Path(args.output).write_text(text)
+        atomic.write_text(Path(args.output), text)
     print(text)
     return result
 

@@ -19,6 +19,8 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
+from integrations.common import atomic
+
 
 def fit_mlm_head(
     encoder_dir: str | Path,
@@ -91,12 +93,11 @@ def fit_mlm_head(
             loss.backward()
             optimizer.step()
     after = accuracy()
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out_dir)
-    tokenizer.save_pretrained(out_dir)
     stats = {"encoder": str(encoder_dir), "epochs": epochs, "train_texts": len(texts) - held_out,
              "masked_train_tokens": len(train_y), "held_out_texts": held_out,
              "masked_accuracy_before": before, "masked_accuracy_after": after}  # fmt: skip
-    (out_dir / "mlm_head.json").write_text(json.dumps(stats, indent=2))
+    with atomic.folder(Path(out_dir)) as tmp:  # a cache: a kill must not leave a model without its head
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        (tmp / "mlm_head.json").write_text(json.dumps(stats, indent=2))
     return stats

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from integrations.common import atomic
 from integrations.common.cli import parse_config
 from integrations.common.paths import cache_dir
 from integrations.simcse.train import TrainConfig, build_strategy, dropout_overrides, train
@@ -109,7 +110,7 @@ def run(config: MabelConfig) -> dict[str, Any]:
         summary["bias"] = {**bias, "summary": summary_row(bias)}
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "train_summary.json").write_text(json.dumps({**summary, "config": asdict(config)}, indent=2, default=str))
+    atomic.write_json(out / "train_summary.json", {**summary, "config": asdict(config)})
     return summary
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from integrations.common import atomic
 from integrations.senteval import engine
 
 from .model import POOLERS, SimCSEModel
@@ -116,8 +117,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
         results = engine.evaluate(encode, tasks, args.mode, transfer_limit=args.transfer_limit)
     print(engine.format_table({args.name: results}))
     if args.output:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(json.dumps(results, indent=2, default=lambda o: float(np.asarray(o))))
+        atomic.write_text(args.output, json.dumps(results, indent=2, default=lambda o: float(np.asarray(o))))
     return results
 
 

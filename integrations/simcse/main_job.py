@@ -20,12 +20,12 @@ full ``test``-mode transfer probes); meant for a GPU machine with the hub and th
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from integrations.common import atomic
 from integrations.common.cli import parse_loss_args
 from integrations.common.paths import data_path, data_root
 from integrations.senteval import engine
@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> None:
     t_train = time.time() - t0 - t_before
     if not main_process:
         return
-    selected = out / "best" if (out / "best").exists() else out / "final"
+    selected = out / "best" if atomic.is_complete(out / "best") else out / "final"
     results[f"after ({args.loss})"] = evaluate_with(job, args.tasks, selected)
     seconds = dict(before=t_before, train=t_train, total=time.time() - t0)
     print(f"\nSimCSE unsupervised, {job.model_label}, {args.loss} {strategy}, {summary['steps']} steps, "
@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> None:
           f"training {t_train:.0f} s, total {seconds['total']:.0f} s")  # fmt: skip
     record = dict(results=results, summary=summary, model=job.config.model, loss=args.loss, loss_args=strategy,
                   train_file=job.config.train_file, seconds=seconds)  # fmt: skip
-    write_json_atomic(out / "results.json", record)
+    atomic.write_json(out / "results.json", record)
     print(f"results written to {out / 'results.json'}")
 
 
@@ -167,13 +167,6 @@ def evaluate_with(job: Job, tasks: str, model: str | Path) -> dict:
     """SimCSE's STS + transfer table of ``model`` under the job's pooler, mode and transfer limit."""
     return engine.evaluate(load_encoder(model, job.eval_pooler), tasks, job.mode, transfer_limit=job.transfer_limit)
 
-
-def write_json_atomic(path: Path, data: dict) -> None:
-    """Written to a temporary sibling and renamed: a kill never leaves half a results file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2))
-    tmp.replace(path)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,8 @@ from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
 import cl_plugins as clp
-from integrations.common.accelerate_setup import latest_numbered, make_accelerator, start_tracking
+from integrations.common import atomic
+from integrations.common.accelerate_setup import make_accelerator, start_tracking
 from integrations.common.cli import add_dataclass_arguments
 from integrations.common.cli import config_from_args as dataclass_config_from_args
 
@@ -117,7 +117,7 @@ def dev_score(model: SimCSEModel, tokenizer: Any, max_length: int | None = None)
 
 
 def latest_checkpoint(output_dir: Path) -> Path | None:
-    return latest_numbered(output_dir / "checkpoints", "step")
+    return atomic.latest_complete(output_dir / "checkpoints", "step")
 
 
 def build_strategy(config: TrainConfig) -> clp.ContrastiveLoss:
@@ -209,8 +209,8 @@ def train(
 
     if config.resume:
         path = latest_checkpoint(out) if config.resume == "latest" else Path(config.resume)
-        if path is None or not path.exists():
-            raise FileNotFoundError(f"--resume {config.resume}: no checkpoint found under {out / 'checkpoints'}")
+        if path is None or not atomic.is_complete(path):
+            raise FileNotFoundError(f"--resume {config.resume}: no complete checkpoint under {out / 'checkpoints'}")
         accelerator.load_state(str(path))
         accelerator.print(f"resumed from {path} at step {state.step}")
 
@@ -251,7 +251,7 @@ def train(
             if config.eval_steps and state.step % config.eval_steps == 0:
                 _evaluate_and_keep_best(accelerator, unwrapped, tokenizer, state, out, config)
             if config.save_steps and state.step % config.save_steps == 0:
-                accelerator.save_state(str(out / "checkpoints" / f"step_{state.step}"))
+                atomic.save_state(accelerator, out / "checkpoints" / f"step_{state.step}")
             if state.step >= total:
                 break
         else:
@@ -262,7 +262,8 @@ def train(
         _evaluate_and_keep_best(accelerator, unwrapped, tokenizer, state, out, config)
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
-        save_model(unwrapped, tokenizer, out / "final", config)
+        with atomic.folder(out / "final") as tmp:
+            save_model(unwrapped, tokenizer, tmp, config)
     accelerator.end_training()
     return dict(
         steps=state.step,
@@ -281,9 +282,8 @@ def _evaluate_and_keep_best(
         accelerator.log({"eval/stsb_dev_spearman": score}, step=state.step)
         if score > state.best:
             state.best = score
-            if (out / "best").exists():
-                shutil.rmtree(out / "best")
-            save_model(model, tokenizer, out / "best", config)
+            with atomic.folder(out / "best") as tmp:  # the previous best stays until this one is complete
+                save_model(model, tokenizer, tmp, config)
         accelerator.print(f"step {state.step}: STS-B dev Spearman {score:.2f} (best {state.best:.2f})")
     model.train()
     accelerator.wait_for_everyone()

@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from integrations.common import atomic
 from integrations.common.accelerate_setup import make_accelerator, start_tracking
 from integrations.common.cli import parse_config
 from integrations.common.results import write_json
@@ -162,7 +163,7 @@ def cosine_schedule(optimizer: torch.optim.Optimizer, total_steps: int, warmup_s
 def save_backbone(path: Path, config: VisionConfig, backbone: ResNet, in_channels: int) -> None:
     """``backbone.pt``: what :func:`load_backbone` needs to rebuild the backbone, and how it was trained."""
     mean, std = normalisation(config)
-    torch.save(
+    atomic.torch_save(
         {
             "arch": config.arch,
             "cifar_stem": True,

@@ -1,0 +1,138 @@
+"""Files and folders that a kill never leaves half-written.
+
+Everything a run writes for later (checkpoints, ``best/``, ``final/``, results, caches) is written
+to a temporary sibling and renamed into place; a folder gets a completion marker as its last file,
+and a previous complete folder of the same name stays until the new one is complete. Readers use
+only complete folders (:func:`is_complete`, :func:`latest_complete`).
+
+``CL_PLUGINS_FAULT=<point>[:<n>]`` kills the process (SIGKILL) the n-th time it reaches ``point``
+(:func:`fault_point`), so tests can interrupt a save at every stage.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import time
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+MARKER = ".cl_plugins_complete"
+_REACHED: dict[str, int] = {}
+
+
+def fault_point(name: str) -> None:
+    """Kill this process here when ``CL_PLUGINS_FAULT`` names this point (test hook)."""
+    spec = os.environ.get("CL_PLUGINS_FAULT", "")
+    point, _, nth = spec.rpartition(":")
+    if not nth.isdigit():
+        point, nth = spec, "1"
+    if point != name:
+        return
+    _REACHED[name] = _REACHED.get(name, 0) + 1
+    if _REACHED[name] == int(nth or 1):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _temporary(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+def write_text(path: Path, text: str) -> None:
+    """``path.write_text(text)``, atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _temporary(path)
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def write_json(path: Path, data: Any) -> None:
+    write_text(path, json.dumps(data, indent=2, default=str))
+
+
+def torch_save(obj: Any, path: Path) -> None:
+    """``torch.save(obj, path)``, atomically."""
+    import torch
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _temporary(path)
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def staging(folder: Path) -> Path:
+    return folder.with_name(folder.name + ".partial")
+
+
+def publish(tmp: Path, folder: Path) -> None:
+    """Mark the written folder ``tmp`` complete and move it to ``folder``, replacing a previous one only now."""
+    fault_point("save:written")
+    (tmp / MARKER).write_text(json.dumps({"time": time.time()}))
+    fault_point("save:marked")
+    if folder.exists():
+        old = folder.with_name(folder.name + ".old")
+        if old.exists():
+            shutil.rmtree(old)
+        folder.rename(old)
+        fault_point("save:swapped")
+        tmp.rename(folder)
+        shutil.rmtree(old)
+    else:
+        tmp.rename(folder)
+
+
+@contextlib.contextmanager
+def folder(final: Path) -> Iterator[Path]:
+    """Write a folder's files into the yielded temporary folder; it becomes ``final`` when the block ends."""
+    tmp = staging(final)
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    yield tmp
+    publish(tmp, final)
+
+
+def is_complete(path: Path) -> bool:
+    """A folder written through this module and finished (its marker is there)."""
+    recover(path)
+    return (path / MARKER).is_file()
+
+
+def recover(path: Path) -> None:
+    """Finish a replacement a kill interrupted between its two renames (the complete new folder is staged)."""
+    tmp, old = staging(path), path.with_name(path.name + ".old")
+    if not path.exists() and (tmp / MARKER).is_file():
+        tmp.rename(path)
+        if old.exists():
+            shutil.rmtree(old)
+
+
+def latest_complete(parent: Path, prefix: str) -> Path | None:
+    """The complete ``<prefix>_<N>`` sub-folder of ``parent`` with the largest N; incomplete ones are skipped
+    with a warning (a run was killed while writing them)."""
+    found = [p for p in parent.glob(f"{prefix}_*") if re.fullmatch(rf"{re.escape(prefix)}_\d+", p.name)]
+    for path in sorted(found, key=lambda p: int(p.name.rsplit("_", 1)[1]), reverse=True):
+        if is_complete(path):
+            return path
+        warnings.warn(f"skipping {path}: incomplete (the run was interrupted while writing it)", stacklevel=2)
+    return None
+
+
+def save_state(accelerator: Any, path: Path) -> None:
+    """``accelerator.save_state(path)`` through a staging folder, on every process."""
+    tmp = staging(path)
+    if accelerator.is_main_process and tmp.exists():
+        shutil.rmtree(tmp)
+    accelerator.wait_for_everyone()
+    accelerator.save_state(str(tmp))
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        publish(tmp, path)
+        fault_point("save:published")
+    accelerator.wait_for_everyone()
