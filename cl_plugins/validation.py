@@ -13,9 +13,9 @@ import torch
 
 # Cosines computed in low precision can exceed 1 by a few ulps; beyond this we refuse.
 SIMILARITY_TOLERANCE = 1e-3
-#: temperatures outside this range give logits s / τ that overflow float32 (τ → 0) or that float32 cannot
-#: tell apart (τ → ∞); no paper uses one
-TEMPERATURE_RANGE = (1e-4, 1e4)
+#: temperatures outside this range give logits s / τ that overflow float32 or lose all its precision (τ → 0),
+#: or that float32 cannot tell apart (τ → ∞); no paper comes near either end
+TEMPERATURE_RANGE = (1e-6, 1e6)
 
 
 def check_positive(name: str, value: float) -> float:

@@ -136,3 +136,35 @@ def save_state(accelerator: Any, path: Path) -> None:
         publish(tmp, path)
         fault_point("save:published")
     accelerator.wait_for_everyone()
+
+
+def load_torch(path: Path, what: str, keys: tuple[str, ...] = ()) -> Any:
+    """A torch file written by a run (on any device), or a one-line error naming the file and what is wrong."""
+    import torch
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such {what}")
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as exc:  # truncated (EOFError), not a torch file (UnpicklingError), corrupt zip (RuntimeError)
+        raise ValueError(f"{path} is not a readable {what} ({type(exc).__name__}: {exc}); was its run killed "
+                         "while writing it?") from None  # fmt: skip
+    missing = [k for k in keys if not isinstance(saved, dict) or k not in saved]
+    if missing:
+        raise ValueError(f"{path} is not a {what}: it lacks {', '.join(missing)}")
+    return saved
+
+
+def load_cache(path: Path) -> Any | None:
+    """A cached torch file, or None (after a warning, the file removed) when it cannot be read: caches rebuild."""
+    import torch
+
+    if not path.is_file():
+        return None
+    try:
+        return torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as exc:
+        warnings.warn(f"rebuilding the unreadable cache {path} ({type(exc).__name__}: {exc})", stacklevel=2)
+        path.unlink(missing_ok=True)
+        return None

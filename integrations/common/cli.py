@@ -4,10 +4,41 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
+import sys
+from collections.abc import Callable
 from dataclasses import MISSING, fields
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+#: the errors a user's input causes (arguments, data files, checkpoints, output folders): one line, no traceback
+USER_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError, EOFError,
+               FloatingPointError)  # fmt: skip
+
+
+def new_parser(description: str | None) -> argparse.ArgumentParser:
+    """A command line's parser: the module docstring as ``--help``'s text, and ``--debug``."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--debug", action="store_true", help="show an error's full traceback, not its one line")
+    return parser
+
+
+def one_line_errors(main: F) -> F:
+    """A command line's ``main(argv)``: a user error prints ``error: ...`` on one line and exits with 2
+    (``--debug`` raises it with its traceback)."""
+
+    @functools.wraps(main)
+    def wrapper(argv: list[str] | None = None, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return main(argv, *args, **kwargs)
+        except USER_ERRORS as exc:
+            if "--debug" in (sys.argv[1:] if argv is None else argv):
+                raise
+            print(f"error: {exc} (--debug shows the traceback)", file=sys.stderr)
+            raise SystemExit(2) from None
+
+    return wrapper  # type: ignore[return-value]
 
 
 def parse_loss_args(items: list[str]) -> dict[str, Any]:
@@ -77,5 +108,5 @@ def parse_config(
     config_cls: type[T], description: str | None, argv: list[str] | None = None, defaults: dict[str, Any] | None = None
 ) -> T:
     """Parse ``argv`` into ``config_cls``: one flag per field, the module docstring as ``--help``'s text."""
-    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
-    return config_from_args(config_cls, add_dataclass_arguments(parser, config_cls, defaults).parse_args(argv))
+    parser = add_dataclass_arguments(new_parser(description), config_cls, defaults)
+    return config_from_args(config_cls, parser.parse_args(argv))

@@ -8,7 +8,6 @@ loss and of the strategy's statistics, an Accelerate checkpoint every ``checkpoi
 
 from __future__ import annotations
 
-import math
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -73,6 +72,10 @@ def fit(
         if path is not None:
             accelerator.load_state(str(path))
             accelerator.print(f"resumed from {path} (epoch {counter.epoch})")
+            if counter.epoch > epochs:
+                raise ValueError(f"--resume: {path} has {counter.epoch} epochs done, more than --epochs {epochs}; "
+                                 "its result would be reported as a shorter run's. Pass --epochs >= "
+                                 f"{counter.epoch}")  # fmt: skip
     unwrapped = accelerator.unwrap_model(model)
     losses: list[float] = []
     step = counter.epoch * len(loader)
@@ -107,8 +110,11 @@ def fit(
             logs.update({f"{log_prefix}/{k}": v for k, v in unwrapped.loss_fn.stats.items() if k != "loss"})
             accelerator.log(logs, step=step)
             bar.set_postfix(loss=f"{logs[f'{log_prefix}/loss']:.4f}")
+        if count == 0:
+            raise ValueError(f"{desc}: every batch of epoch {counter.epoch + 1} was skipped (too small for a "
+                             "contrastive loss); raise --batch_size")  # fmt: skip
         counter.epoch += 1
-        losses.append(total / count if count else math.nan)
+        losses.append(total / count)
         if on_epoch_end is not None:
             on_epoch_end(counter.epoch)
         stopping = stop_when is not None and stop_when()

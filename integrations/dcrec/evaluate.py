@@ -12,6 +12,8 @@ from typing import Any
 
 import torch
 
+from integrations.common.cli import new_parser, one_line_errors
+
 from .metrics import KS, popularity_negatives, ranking_metrics
 from .model import DCRec, DCRecGraphs
 from .splits import Rows
@@ -92,10 +94,11 @@ def format_metrics(metrics: dict[str, dict[str, float]]) -> str:
     )
 
 
+@one_line_errors
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     from .train import load_run
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = new_parser(__doc__)
     parser.add_argument("run_dir", help="a folder written by examples/dcrec_rec.py (holds model.pt)")
     parser.add_argument("--split", choices=("valid", "test", "both"), default="both", help="rows to evaluate")
     parser.add_argument(

@@ -30,9 +30,10 @@ import torch
 
 from integrations.common import atomic
 from integrations.common.accelerate_setup import make_accelerator, start_tracking
-from integrations.common.cli import parse_config
+from integrations.common.cli import one_line_errors, parse_config
 from integrations.common.paths import cache_dir
 from integrations.common.results import fmt_mean_std, write_json
+from integrations.common.run_guard import guarded
 from integrations.common.training import fit
 
 from .evaluate import evaluate, format_metrics
@@ -99,6 +100,7 @@ class DCRecConfig:
     exclude_history: bool = field(default=False, metadata={"help": "drop history items from the full ranking"})
     output_dir: str = field(default="outputs/dcrec", metadata={"help": "one seed_<s>/ folder per seed"})
     resume: bool = field(default=False, metadata={"help": "continue each seed from its last checkpoint"})
+    overwrite: bool = field(default=False, metadata={"help": "replace what --output_dir holds (default: refuse)"})
     log_with: str = field(default="tensorboard", metadata={"help": "Accelerate tracker (tensorboard, wandb, none)"})
     progress: bool = field(default=True, metadata={"help": "show progress bars"})
 
@@ -161,8 +163,9 @@ def prepare_splits(config: DCRecConfig) -> DCRecSplits:
     """Rows and graphs, cached under ``$CL_PLUGINS_CACHE/dcrec`` (the similarity graph is the slow part)."""
     key = f"{config.dataset}_{config.selection}_L{config.max_length}_k{config.sim_group}.pt"
     path = cache_dir("dcrec") / key
-    if path.exists():
-        return torch.load(path, weights_only=False)
+    cached = atomic.load_cache(path)
+    if cached is not None:
+        return cached
     splits = build_splits(
         load_sequences(config.dataset), selection=config.selection, max_length=config.max_length, k=config.sim_group
     )
@@ -283,6 +286,7 @@ def run_seed(config: DCRecConfig, splits: DCRecSplits, seed: int) -> dict[str, A
     return result
 
 
+@guarded
 def run(config: DCRecConfig) -> dict[str, Any]:
     """All seeds; writes ``OUT/results.json`` with mean ± std of the test metrics."""
     config = config.resolved()
@@ -303,7 +307,7 @@ def load_run(run_dir: str | Path) -> tuple[DCRec, DCRecSplits, dict[str, Any]]:
     path = Path(run_dir) / "model.pt"
     if not path.exists():
         raise FileNotFoundError(f"{path} not found: pass a seed_<s>/ folder written by examples/dcrec_rec.py")
-    saved = torch.load(path, weights_only=False)
+    saved = atomic.load_torch(path, "DCRec run model (model.pt)", ("config", "state_dict"))
     config = DCRecConfig(**saved["config"])
     splits = prepare_splits(config)
     model = build_model(config, splits)
@@ -311,6 +315,7 @@ def load_run(run_dir: str | Path) -> tuple[DCRec, DCRecSplits, dict[str, Any]]:
     return model, splits, saved["config"]
 
 
+@one_line_errors
 def main(argv: list[str] | None = None, defaults: dict[str, Any] | None = None) -> dict[str, Any]:
     return run(parse_config(DCRecConfig, __doc__, argv, defaults))
 

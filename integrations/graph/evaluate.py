@@ -23,8 +23,9 @@ import json
 from typing import Any
 
 import numpy as np
-import torch
 
+from integrations.common import atomic
+from integrations.common.cli import new_parser, one_line_errors
 from integrations.common.results import mean_std
 
 from .trainer import load_run_model
@@ -78,7 +79,7 @@ def evaluate_node(args: argparse.Namespace) -> dict[str, Any]:
 def evaluate_molecule(args: argparse.Namespace) -> dict[str, Any]:
     from .graphcl_transfer import TransferConfig, run
 
-    saved = torch.load(args.checkpoint, weights_only=False)
+    saved = atomic.load_torch(args.checkpoint, "GraphCL pre-training file (pretrained_gin.pt)", ("config", "gnn"))
     config = TransferConfig(**{**saved["config"], "datasets": args.datasets, "runseeds": args.runseeds})
     config.input_model, config.finetune_epochs, config.output_dir = args.checkpoint, args.epochs, args.output_dir
     out = run(config)["datasets"]
@@ -86,7 +87,7 @@ def evaluate_molecule(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = new_parser(__doc__)
     sub = parser.add_subparsers(dest="protocol", required=True)
     tu = sub.add_parser("tu", help="GraphCL / InfoGraph SVM accuracy")
     src = tu.add_mutually_exclusive_group(required=True)
@@ -110,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@one_line_errors
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     result = {"tu": evaluate_tu, "node": evaluate_node, "molecule": evaluate_molecule}[args.protocol](args)

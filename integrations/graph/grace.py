@@ -26,8 +26,9 @@ from torch import nn
 
 import cl_plugins as clp
 from integrations.common.accelerate_setup import make_accelerator, start_tracking
-from integrations.common.cli import parse_config
+from integrations.common.cli import one_line_errors, parse_config
 from integrations.common.results import mean_std, write_json
+from integrations.common.run_guard import guarded
 
 from .datasets import load_planetoid
 from .encoders import GCNEncoder
@@ -102,6 +103,7 @@ class GraceConfig:
     split: str = field(default="both", metadata={"help": "evaluation split: random (10/10/80), public or both"})
     output_dir: str = field(default="outputs/grace", metadata={"help": "checkpoints, embeddings, results.json"})
     resume: bool = field(default=False, metadata={"help": "continue each seed from its last checkpoint"})
+    overwrite: bool = field(default=False, metadata={"help": "replace what --output_dir holds (default: refuse)"})
     log_with: str = field(default="tensorboard", metadata={"help": "Accelerate tracker (tensorboard, wandb, none)"})
     progress: bool = field(default=True, metadata={"help": "show progress bars"})
 
@@ -187,6 +189,7 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+@guarded
 def run(config: GraceConfig) -> dict[str, Any]:
     dataset = load_planetoid(config.dataset, root=config.data_root or None)
     runs = [run_seed(config, seed, dataset) for seed in config.seeds]
@@ -195,6 +198,7 @@ def run(config: GraceConfig) -> dict[str, Any]:
     return summary
 
 
+@one_line_errors
 def main(argv: list[str] | None = None) -> None:
     summary = run(parse_config(GraceConfig, __doc__, argv))
     print(json.dumps({k: v for k, v in summary.items() if k.endswith(("_mean", "_std"))}, indent=2))

@@ -28,8 +28,9 @@ from tqdm.auto import tqdm
 import cl_plugins as clp
 from integrations.common import atomic
 from integrations.common.accelerate_setup import make_accelerator, start_tracking
-from integrations.common.cli import parse_config
+from integrations.common.cli import one_line_errors, parse_config
 from integrations.common.results import mean_std, write_json
+from integrations.common.run_guard import guarded
 
 from .augment import GraphAugmentor
 from .encoders import MASK_ATOM, MoleculeGIN, projection_head
@@ -70,6 +71,7 @@ class TransferConfig:
     )
     output_dir: str = field(default="outputs/graphcl_transfer", metadata={"help": "checkpoints, models, results.json"})
     resume: bool = field(default=False, metadata={"help": "continue pre-training from its last epoch checkpoint"})
+    overwrite: bool = field(default=False, metadata={"help": "replace what --output_dir holds (default: refuse)"})
     log_with: str = field(default="tensorboard", metadata={"help": "Accelerate tracker (tensorboard, wandb, none)"})
     progress: bool = field(default=True, metadata={"help": "show progress bars"})  # fmt: skip
 
@@ -198,10 +200,12 @@ def finetune(
     }
 
 
+@guarded
 def run(config: TransferConfig) -> dict[str, Any]:
     out = Path(config.output_dir)
     if config.input_model:
-        gnn_state = torch.load(config.input_model, weights_only=False)["gnn"]
+        saved = atomic.load_torch(Path(config.input_model), "GraphCL pre-training file (--input_model)", ("gnn",))
+        gnn_state = saved["gnn"]
     elif config.pretrain:
         gnn_state = pretrain(config)
     else:
@@ -226,6 +230,7 @@ def run(config: TransferConfig) -> dict[str, Any]:
     return summary
 
 
+@one_line_errors
 def main(argv: list[str] | None = None) -> None:
     run(parse_config(TransferConfig, __doc__, argv))
 

@@ -22,8 +22,9 @@ import torch
 
 import cl_plugins as clp
 from integrations.common.accelerate_setup import make_accelerator, start_tracking
-from integrations.common.cli import parse_config
+from integrations.common.cli import one_line_errors, parse_config
 from integrations.common.results import mean_std, write_json
+from integrations.common.run_guard import guarded
 
 from .augment import GraphAugmentor
 from .datasets import load_tu
@@ -56,6 +57,7 @@ class TUConfig:
     svm_search: bool = field(default=True, metadata={"help": "grid-search C (GraphCL's search=True)"})
     output_dir: str = field(default="outputs/graphcl_tu", metadata={"help": "checkpoints, embeddings, results.json"})
     resume: bool = field(default=False, metadata={"help": "continue each seed from its last epoch checkpoint"})
+    overwrite: bool = field(default=False, metadata={"help": "replace what --output_dir holds (default: refuse)"})
     log_with: str = field(default="tensorboard", metadata={"help": "Accelerate tracker (tensorboard, wandb, none)"})
     progress: bool = field(default=True, metadata={"help": "show progress bars"})
 
@@ -107,8 +109,14 @@ def run_seed(config: TUConfig, seed: int, dataset: Any) -> dict[str, Any]:
     return result
 
 
+@guarded
 def run(config: TUConfig) -> dict[str, Any]:
     """Train and evaluate every seed; writes and returns ``results.json``'s content."""
+    if config.eval_folds < 2:
+        raise ValueError(f"--eval_folds must be >= 2 (cross-validation), got {config.eval_folds}")
+    if config.batch_size < 2:
+        raise ValueError(f"--batch_size must be >= 2: a contrastive batch of one graph has no negative, got "
+                         f"{config.batch_size}")  # fmt: skip
     dataset = load_tu(config.dataset, root=config.data_root or None, features=config.features)
     runs = [run_seed(config, seed, dataset) for seed in config.seeds]
     accs = [r["accuracy"] for r in runs if "accuracy" in r]
@@ -120,6 +128,7 @@ def run(config: TUConfig) -> dict[str, Any]:
     return summary
 
 
+@one_line_errors
 def main(argv: list[str] | None = None) -> None:
     summary = run(parse_config(TUConfig, __doc__, argv))
     if "accuracy_mean" in summary:

@@ -97,8 +97,9 @@ def _find_csv(folder: Path) -> Path:
 def _cached_graphs(key: str, smiles: list[str]) -> list[Any | None]:
     digest = hashlib.sha1("\n".join(smiles).encode()).hexdigest()[:16]
     path = cache_dir("molecules") / f"{key}-{digest}.pt"
-    if path.exists():
-        return torch.load(path, weights_only=False)
+    cached = atomic.load_cache(path)
+    if cached is not None:
+        return cached
     from tqdm.auto import tqdm
 
     graphs = [smiles_to_graph(s) for s in tqdm(smiles, desc=f"featurising {key}", mininterval=5)]

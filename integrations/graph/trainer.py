@@ -70,7 +70,7 @@ def save_run_model(path: Path, config: Any, num_features: int, model: nn.Module)
 
 def load_run_model(path: str | Path, config_cls: type, build_model: Callable[[Any, int], nn.Module]) -> tuple:
     """(config, model) rebuilt from a :func:`save_run_model` file with the trainer's ``build_model``."""
-    saved = torch.load(path, weights_only=False)
+    saved = atomic.load_torch(path, "graph run model (model.pt)", ("config", "num_features", "model"))
     config = config_cls(**saved["config"])
     model = build_model(config, saved["num_features"])
     model.load_state_dict(saved["model"])

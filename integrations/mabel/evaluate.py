@@ -9,7 +9,6 @@ with the pooler and head saved by our trainers (``cl_plugins_simcse.json``), els
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import torch
 
 from integrations.common import atomic
+from integrations.common.cli import new_parser, one_line_errors
 
 from .crows_pairs import evaluate_crows, load_crows_pairs
 from .seat import GENDER_TESTS, run_seat
@@ -74,8 +74,9 @@ def summary_row(result: dict[str, Any]) -> dict[str, float]:
     return row
 
 
+@one_line_errors
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = new_parser(__doc__)
     parser.add_argument("model", help="AutoModelForMaskedLM folder (e.g. outputs/mabel/best)")
     parser.add_argument("--tasks", default=",".join(TASKS), help="comma-separated: stereoset, crows, seat")
     parser.add_argument("--bias_type", default="gender", help="CrowS-Pairs bias type ('' for all)")

@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from integrations.common import atomic
-from integrations.common.cli import parse_config
+from integrations.common.cli import one_line_errors, parse_config
 from integrations.common.paths import cache_dir
+from integrations.common.run_guard import guarded
 from integrations.simcse.train import TrainConfig, build_strategy, dropout_overrides, train
 
 from .counterfactual import load_word_pairs, swap_table
@@ -89,6 +90,7 @@ def build_model(config: MabelConfig) -> MabelModel:
     )  # fmt: skip
 
 
+@guarded
 def run(config: MabelConfig) -> dict[str, Any]:
     from accelerate.utils import set_seed
 
@@ -114,6 +116,7 @@ def run(config: MabelConfig) -> dict[str, Any]:
     return summary
 
 
+@one_line_errors
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     defaults = {f.name: DEFAULTS[f.name] for f in fields(MabelConfig) if f.name in DEFAULTS}
     summary = run(parse_config(MabelConfig, __doc__, argv, defaults))

@@ -38,8 +38,9 @@ from accelerate import PartialState
 from torch import nn
 
 from integrations.common.accelerate_setup import make_accelerator, start_tracking
-from integrations.common.cli import parse_config
+from integrations.common.cli import one_line_errors, parse_config
 from integrations.common.results import mean_std, write_json
+from integrations.common.run_guard import guarded
 from integrations.common.training import fit
 from integrations.vision.augment import IMAGENET_MEAN, IMAGENET_STD, EvalTransform, SSLAugment
 from integrations.vision.data import CIFAR10_CLASSES, load_cifar10, stratified_subset
@@ -82,6 +83,7 @@ class MSCConfig:
     mixed_precision: str = field(default="no", metadata={"help": "no, fp16 or bf16"})
     output_dir: str = field(default="outputs/msc", metadata={"help": "per-class checkpoints and results.json"})
     resume: bool = field(default=False, metadata={"help": "continue each one-class run from its last checkpoint"})
+    overwrite: bool = field(default=False, metadata={"help": "replace what --output_dir holds (default: refuse)"})
     log_with: str = field(default="tensorboard", metadata={"help": "Accelerate tracker (tensorboard, wandb, none)"})
     progress: bool = field(default=True, metadata={"help": "show progress bars"})
 
@@ -242,6 +244,7 @@ def run_one_class(config: MSCConfig, normal: int, seed: int, splits: Splits) -> 
     )
 
 
+@guarded
 def run(config: MSCConfig) -> dict[str, Any]:
     """Every normal class × seed; ``results.json`` holds per-epoch AUCs and the final mean over classes."""
     if any(not 0 <= c < 10 for c in config.normal_classes):
@@ -272,6 +275,7 @@ def run(config: MSCConfig) -> dict[str, Any]:
     return summary
 
 
+@one_line_errors
 def main(argv: list[str] | None = None, defaults: dict[str, Any] | None = None) -> dict[str, Any]:
     summary = run(parse_config(MSCConfig, __doc__, argv, defaults))
     if PartialState().is_main_process:

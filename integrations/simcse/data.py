@@ -17,8 +17,24 @@ import torch
 from torch.utils.data import Dataset
 
 
+def check_text_file(path: str | Path, flag: str = "--train_file") -> None:
+    """A readable UTF-8 text file, or a one-line error that names ``flag`` and the first bad byte."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{flag} {path}: no such file")
+    with open(path, "rb") as f:
+        head = f.read(1 << 20)
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.end < len(head) or len(head) < (1 << 20):  # not just a character cut by the 1 MiB window
+            raise ValueError(f"{flag} {path} is not UTF-8 text (byte {exc.start}: {exc.reason}); pass a text "
+                             "file, one sentence per line or a sent0,sent1[,hard_neg] CSV") from None  # fmt: skip
+
+
 def read_sentences(path: str | Path, limit: int | None = None) -> list[str]:
     """One sentence per line (``wiki1m_for_simcse.txt``); empty lines are skipped."""
+    check_text_file(path)
     out = []
     with open(path, encoding="utf-8") as f:
         for line in f:
@@ -34,6 +50,7 @@ def read_sentences(path: str | Path, limit: int | None = None) -> list[str]:
 
 def read_triples(path: str | Path, limit: int | None = None) -> list[tuple[str, ...]]:
     """``sent0,sent1[,hard_neg]`` CSV with a header (``nli_for_simcse.csv``)."""
+    check_text_file(path)
     with open(path, encoding="utf-8", newline="") as f:
         reader = csv.DictReader(f)
         fields = reader.fieldnames or []

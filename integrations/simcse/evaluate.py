@@ -11,7 +11,6 @@ Data come from ``$CL_PLUGINS_DATA/sentence/SentEval/data/downstream`` (SentEval'
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 from typing import Any
@@ -20,9 +19,10 @@ import numpy as np
 import torch
 
 from integrations.common import atomic
+from integrations.common.cli import new_parser, one_line_errors
 from integrations.senteval import engine
 
-from .model import POOLERS, SimCSEModel
+from .model import POOLERS, SimCSEModel, check_model_path
 
 
 class _NoLoss(torch.nn.Module):
@@ -40,6 +40,7 @@ def load_encoder(
     """An ``encode(list[str]) -> np.ndarray`` function for the model in ``path``."""
     from transformers import AutoModel, AutoTokenizer
 
+    check_model_path(str(path))
     path = Path(path)
     settings_file = path / "cl_plugins_simcse.json"
     settings = json.loads(settings_file.read_text()) if settings_file.exists() else {}
@@ -90,8 +91,9 @@ def run_senteval_package(encode, tasks: list[str], mode: str) -> dict[str, dict[
     return se.eval(tasks)
 
 
+@one_line_errors
 def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = new_parser(__doc__)
     parser.add_argument("--model", required=True, help="model folder (Hugging Face or written by our trainer)")
     parser.add_argument("--pooler", choices=POOLERS, help="pooler (default: the trainer's, else cls_before_pooler)")
     parser.add_argument("--tasks", default="sts", help="sts, transfer, full, or comma-separated task names")

@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from integrations.common import atomic
-from integrations.common.cli import parse_loss_args
+from integrations.common.cli import new_parser, one_line_errors, parse_loss_args
 from integrations.common.paths import data_path, data_root
+from integrations.common.run_guard import preflight
 from integrations.senteval import engine
 from integrations.simcse.evaluate import load_encoder
 from integrations.simcse.model import offline_encoder_dir
@@ -45,7 +46,7 @@ def wiki_file(paper: bool) -> Path:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = new_parser(__doc__)
     parser.add_argument("--loss", default="macl", help="strategy name (default macl)")
     parser.add_argument(
         "--loss_arg",
@@ -87,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--seed", type=int, default=42, help="seed of training")
     parser.add_argument("--skip_before", action="store_true", help="do not evaluate the starting model")
+    parser.add_argument("--overwrite", action="store_true", help="replace what --output_dir holds (default: refuse)")
     return parser
 
 
@@ -115,7 +117,8 @@ def resolve(args: argparse.Namespace) -> Job:
     config = TrainConfig(
         model=model, train_file=args.train_file or str(wiki_file(args.paper)), output_dir=args.output_dir,
         loss=args.loss, loss_args=parse_loss_args(args.loss_arg), temp=args.temp, batch_size=args.batch_size,
-        max_seq_length=32, seed=args.seed, dropout=dropout, epochs=1.0, learning_rate=3e-5, **cfg,
+        max_seq_length=32, seed=args.seed, dropout=dropout, epochs=1.0, learning_rate=3e-5, overwrite=args.overwrite,
+        **cfg,
     )  # fmt: skip
     label = Path(model).name if args.model or args.paper else "all-MiniLM-L6-v2"
     return Job(config, eval_pooler, mode, limit, label)
@@ -131,11 +134,13 @@ def use_every_core() -> None:
         torch.set_num_threads(len(os.sched_getaffinity(0)))
 
 
+@one_line_errors
 def main(argv: list[str] | None = None) -> None:
     from accelerate import PartialState
 
     args = build_parser().parse_args(argv)
     job, out = resolve(args), Path(args.output_dir)
+    preflight(job.config)  # a folder that would be refused is refused before the first evaluation
     use_every_core()
     main_process = PartialState().is_main_process
     results: dict[str, dict] = {}

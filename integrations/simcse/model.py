@@ -12,6 +12,7 @@ Poolers are SimCSE's (``simcse/models.py``):
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -241,3 +242,9 @@ def offline_encoder_dir() -> Path:
     return Path(spec.origin).parent / "model"
 
 
+def check_model_path(model: str, flag: str = "--model") -> None:
+    """A model that names a local path must exist: the hub's own error for a missing path is "Repo id must be
+    in the form 'repo_name' or 'namespace/repo_name'"."""
+    looks_local = model.startswith((".", "/", "~")) or model.count("/") > 1 or model.count(os.sep) > 1
+    if looks_local and not Path(model).expanduser().exists():
+        raise FileNotFoundError(f"{flag} {model}: no such folder; pass a model folder (or a hub name when online)")

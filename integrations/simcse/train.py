@@ -30,11 +30,12 @@ from tqdm.auto import tqdm
 import cl_plugins as clp
 from integrations.common import atomic
 from integrations.common.accelerate_setup import make_accelerator, start_tracking
-from integrations.common.cli import add_dataclass_arguments
+from integrations.common.cli import add_dataclass_arguments, new_parser, one_line_errors
 from integrations.common.cli import config_from_args as dataclass_config_from_args
+from integrations.common.run_guard import guarded
 
 from .data import Collator, EpochSampler, TextDataset, read_sentences, read_triples
-from .model import POOLERS, SimCSEModel
+from .model import POOLERS, SimCSEModel, check_model_path
 
 
 @dataclass
@@ -65,6 +66,7 @@ class TrainConfig:
     eval_steps: int = field(default=125, metadata={"help": "STS-B dev evaluation every N steps (0: never)"})
     save_steps: int = field(default=0, metadata={"help": "full training-state checkpoint every N steps (0: never)"})
     resume: str = field(default="", metadata={"help": "'latest' or a checkpoint folder to continue from"})
+    overwrite: bool = field(default=False, metadata={"help": "replace what --output_dir holds (default: refuse)"})
     log_with: str = field(default="tensorboard", metadata={"help": "Accelerate tracker (tensorboard, wandb, none)"})
     progress: bool = field(default=True, metadata={"help": "show a progress bar"})
 
@@ -153,6 +155,7 @@ def build_model(config: TrainConfig) -> SimCSEModel:
     )
 
 
+@guarded
 def train(
     config: TrainConfig,
     *,
@@ -168,6 +171,7 @@ def train(
     from accelerate.utils import set_seed
     from transformers import AutoTokenizer, get_linear_schedule_with_warmup
 
+    check_model_path(config.model)
     out = Path(config.output_dir)
     # find_unused_parameters: the checkpoint's own pooler layer is used by none of SimCSE's poolers
     accelerator = make_accelerator(
@@ -213,6 +217,9 @@ def train(
             raise FileNotFoundError(f"--resume {config.resume}: no complete checkpoint under {out / 'checkpoints'}")
         accelerator.load_state(str(path))
         accelerator.print(f"resumed from {path} at step {state.step}")
+        if state.step > total:
+            raise ValueError(f"--resume: {path} is at step {state.step}, past the {total} steps of this run "
+                             "(--max_steps / --epochs); its model would be reported as a shorter run's")  # fmt: skip
 
     start_tracking(accelerator, project, asdict(config))
     unwrapped: SimCSEModel = accelerator.unwrap_model(model)
@@ -290,7 +297,7 @@ def _evaluate_and_keep_best(
 
 
 def build_parser(defaults: dict[str, Any] | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = new_parser(__doc__)
     return add_dataclass_arguments(parser, TrainConfig, defaults)
 
 
@@ -298,6 +305,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     return dataclass_config_from_args(TrainConfig, args)
 
 
+@one_line_errors
 def main(argv: list[str] | None = None) -> None:
     config = config_from_args(build_parser().parse_args(argv))
     summary = train(config)

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from integrations.common import atomic
 from integrations.common.paths import ENV, cache_dir, data_root
 
 CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
@@ -101,13 +102,11 @@ def load_cifar10(split: str = "train", root: str | Path | None = None) -> tuple[
         )
     stat = archive.stat()
     cached = cache_dir("vision") / f"cifar10-jpg-{split}-{stat.st_size}.pt"
-    if cached.is_file():
-        saved = torch.load(cached)
+    saved = atomic.load_cache(cached)
+    if saved is not None:
         return saved["images"], saved["labels"]
     images, labels = read_image_folder_tar(archive, CIFAR10_CLASSES)
-    tmp = cached.with_suffix(".tmp")
-    torch.save({"images": images, "labels": labels}, tmp)
-    tmp.replace(cached)
+    atomic.torch_save({"images": images, "labels": labels}, cached)
     return images, labels
 
 

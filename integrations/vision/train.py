@@ -28,8 +28,9 @@ import torch
 
 from integrations.common import atomic
 from integrations.common.accelerate_setup import make_accelerator, start_tracking
-from integrations.common.cli import parse_config
+from integrations.common.cli import one_line_errors, parse_config
 from integrations.common.results import write_json
+from integrations.common.run_guard import guarded
 from integrations.common.training import fit
 
 from .augment import CIFAR10_MEAN, CIFAR10_STD, EvalTransform, SSLAugment
@@ -79,6 +80,7 @@ class VisionConfig:
     output_dir: str = field(default="outputs/vision", metadata={"help": "checkpoints, backbone.pt, results.json"})
     checkpoint_every: int = field(default=1, metadata={"help": "checkpoint every N epochs (and at the end)"})
     resume: bool = field(default=False, metadata={"help": "continue from the last checkpoint"})
+    overwrite: bool = field(default=False, metadata={"help": "replace what --output_dir holds (default: refuse)"})
     stop_after_epochs: int = field(
         default=0, metadata={"help": "stop once this many epochs are done (split a run into jobs; then --resume)"}
     )
@@ -219,6 +221,7 @@ def evaluate(
     return result
 
 
+@guarded
 def run(config: VisionConfig) -> dict[str, Any]:
     """Train, evaluate (kNN during training, kNN + linear probe at the end); returns ``results.json``."""
     from accelerate.utils import set_seed
@@ -295,6 +298,7 @@ def run(config: VisionConfig) -> dict[str, Any]:
     return result
 
 
+@one_line_errors
 def main(argv: list[str] | None = None, defaults: dict[str, Any] | None = None) -> dict[str, Any]:
     return run(parse_config(VisionConfig, __doc__, argv, defaults))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 import torch
@@ -101,7 +102,11 @@ def test_resume_continues_bit_for_bit(tiny, tmp_path):
         loss_args={"tau0": 0.05, "alpha": 2.0, "a0": 0.8},
     )
     straight = train(_config(tiny, tmp_path / "a", **kw))
-    resumed = train(_config(tiny, tmp_path / "b", resume=str(tmp_path / "a" / "checkpoints" / "step_3"), **kw))
+    # the same run, continued in its own folder from its step-3 checkpoint (its manifest says which run it is)
+    (tmp_path / "b" / "checkpoints").mkdir(parents=True)
+    shutil.copytree(tmp_path / "a" / "checkpoints" / "step_3", tmp_path / "b" / "checkpoints" / "step_3")
+    shutil.copy(tmp_path / "a" / "cl_plugins_run.json", tmp_path / "b")
+    resumed = train(_config(tiny, tmp_path / "b", resume="latest", **kw))
     assert straight["steps"] == resumed["steps"] == 6
     a = load_file(str(tmp_path / "a" / "final" / "model.safetensors"))
     b = load_file(str(tmp_path / "b" / "final" / "model.safetensors"))

@@ -113,8 +113,9 @@ def test_msc_on_the_ssl_backbone(data_root, tmp_path):
     assert summary["mean_roc_auc"] == pytest.approx(100 * run["roc_auc"][-1])
     meta = torch.load(tmp_path / "ssl" / "backbone.pt")["pretraining"]
     assert meta["dataset"] == "cifar10"  # training split only, no labels: no leakage into the one-class task
-    with pytest.raises(FileNotFoundError, match="simclr_cifar.py"):
+    with pytest.raises(SystemExit) as exit_info:  # a user error: one line, exit code 2
         main(["--backbone_path", str(tmp_path / "none.pt"), "--log_with", "none"])
+    assert exit_info.value.code == 2
 
 
 @pytest.mark.parametrize("script", ["simclr_cifar.py", "msc_anomaly.py"])

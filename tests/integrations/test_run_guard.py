@@ -1,0 +1,139 @@
+"""One run per output folder (manifest, lock, resume checks), refused degenerate settings, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from integrations.common import run_guard
+from integrations.common.run_guard import RunConflict, guarded
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Config:
+    output_dir: str
+    loss: str = "macl"
+    lr: float = 0.01
+    epochs: int = 2
+    seeds: list[int] = field(default_factory=lambda: [0])
+    resume: bool = False
+    overwrite: bool = False
+
+
+@guarded
+def fake_run(config: Config) -> str:
+    (Path(config.output_dir) / "checkpoint").write_text(config.loss)
+    return "trained"
+
+
+def test_a_new_run_refuses_an_occupied_folder_unless_overwrite(tmp_path):
+    assert fake_run(Config(str(tmp_path))) == "trained"
+    manifest = json.loads((tmp_path / run_guard.MANIFEST).read_text())
+    assert manifest["config"]["loss"] == "macl" and len(manifest["run_id"]) == 12
+    with pytest.raises(RunConflict, match="holds another run .*--resume .*--overwrite"):
+        fake_run(Config(str(tmp_path), loss="infonce"))
+    assert fake_run(Config(str(tmp_path), loss="infonce", overwrite=True)) == "trained"
+    assert json.loads((tmp_path / run_guard.MANIFEST).read_text())["run_id"] != manifest["run_id"]
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    with pytest.raises(RunConflict, match="files of something else"):
+        fake_run(Config(str(foreign)))
+
+
+def test_resume_continues_only_the_same_run(tmp_path):
+    fake_run(Config(str(tmp_path)))
+    assert fake_run(Config(str(tmp_path), resume=True, epochs=5, seeds=[0, 1])) == "trained"  # may change
+    with pytest.raises(RunConflict, match=r"loss: 'macl' -> 'infonce'; lr: 0.01 -> 0.1"):
+        fake_run(Config(str(tmp_path), resume=True, loss="infonce", lr=0.1))
+    with pytest.raises(RunConflict, match="holds no run to resume"):
+        fake_run(Config(str(tmp_path / "empty"), resume=True))
+
+
+def test_the_lock_keeps_a_second_process_out_and_a_dead_ones_lock_is_taken_over(tmp_path):
+    tmp_path.mkdir(exist_ok=True)
+    (tmp_path / run_guard.LOCK).write_text(str(os.getppid()))  # a live process (our parent) holds it
+    with pytest.raises(RunConflict, match=f"pid {os.getppid()}"):
+        fake_run(Config(str(tmp_path)))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (tmp_path / run_guard.LOCK).write_text(dead.stdout.strip())
+    assert fake_run(Config(str(tmp_path))) == "trained"
+    assert not (tmp_path / run_guard.LOCK).exists()  # released at the end
+
+
+def test_a_guarded_run_inside_a_guarded_run_shares_its_folder(tmp_path):
+    @guarded
+    def outer(config: Config) -> str:
+        return fake_run(config)  # as MABEL's run calls SimCSE's loop
+
+    assert outer(Config(str(tmp_path))) == "trained"
+
+
+def test_the_output_folder_is_checked_before_training(tmp_path):
+    target = tmp_path / "a_file"
+    target.write_text("")
+    with pytest.raises(NotADirectoryError, match="is a file"):
+        fake_run(Config(str(target)))
+
+
+def _graph(out: Path, *extra: str) -> subprocess.CompletedProcess:
+    args = "--dataset MUTAG --seeds 0 --batch_size 64 --hidden 8 --eval_folds 3 --no-svm_search --log_with none"
+    cmd = [sys.executable, str(ROOT / "examples" / "graphcl_tu.py"), *args.split(), "--no-progress",
+           "--output_dir", str(out), *extra]  # fmt: skip
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
+
+
+def _one_line(res: subprocess.CompletedProcess, *words: str) -> None:
+    assert res.returncode == 2, res.stderr[-2000:]
+    lines = [line for line in res.stderr.splitlines() if line.startswith("error: ")]
+    assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr[-2000:]
+    assert all(w in lines[0] for w in words), lines[0]
+
+
+@pytest.mark.slow
+def test_cli_refusals_are_one_line(data_root, tmp_path):
+    out = tmp_path / "run"
+    assert _graph(out, "--epochs", "2", "--loss", "macl").returncode == 0
+    _one_line(_graph(out, "--epochs", "2", "--loss", "macl"), "--overwrite", "--resume")
+    _one_line(_graph(out, "--epochs", "2", "--loss", "infonce", "--resume"), "loss: 'macl' -> 'infonce'")
+    _one_line(_graph(out, "--epochs", "1", "--loss", "macl", "--resume"), "2 epochs done", "--epochs 1")
+    _one_line(_graph(tmp_path / "b1", "--epochs", "1", "--batch_size", "1"), "--batch_size")
+    _one_line(_graph(tmp_path / "f1", "--epochs", "1", "--eval_folds", "1"), "--eval_folds")
+    debug = _graph(out, "--epochs", "2", "--loss", "macl", "--debug")
+    assert debug.returncode != 0 and "Traceback" in debug.stderr
+
+
+def test_unreadable_inputs_give_one_line_errors(tmp_path):
+    from integrations.common import atomic
+    from integrations.simcse.data import read_sentences
+    from integrations.simcse.model import check_model_path
+
+    truncated = tmp_path / "model.pt"
+    import torch
+
+    torch.save({"config": {}, "model": {"w": torch.ones(100)}}, truncated)
+    truncated.write_bytes(truncated.read_bytes()[:50])
+    with pytest.raises(ValueError, match="model.pt is not a readable run model"):
+        atomic.load_torch(truncated, "run model")
+    torch.save({"model": {}}, truncated)
+    with pytest.raises(ValueError, match="lacks config, num_features"):
+        atomic.load_torch(truncated, "run model", ("config", "num_features", "model"))
+    cache = tmp_path / "cache.pt"
+    cache.write_bytes(b"not a torch file")
+    with pytest.warns(UserWarning, match="rebuilding"):
+        assert atomic.load_cache(cache) is None and not cache.exists()
+    binary = tmp_path / "train.txt"
+    binary.write_bytes(b"a sentence\n\xff\xfe\x00 binary")
+    with pytest.raises(ValueError, match=r"--train_file .*train.txt is not UTF-8 text \(byte 11"):
+        read_sentences(binary)
+    with pytest.raises(FileNotFoundError, match="--model ./no/such/model: no such folder"):
+        check_model_path("./no/such/model")
+    check_model_path("bert-base-uncased")  # a hub name: left to the hub
