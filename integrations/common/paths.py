@@ -39,3 +39,15 @@ def cache_dir(name: str) -> Path:
     path = Path(os.environ.get("CL_PLUGINS_CACHE", Path.home() / ".cache" / "cl_plugins")) / name
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def fingerprint(files: list[Path], version: int = 1) -> str:
+    """What a cache was built from: each file's name, size and modification time, and the loader's ``version``
+    (raise it when the processing changes). A changed source gives another fingerprint, so the cache rebuilds."""
+    import hashlib
+
+    digest = hashlib.sha1(f"v{version}".encode())
+    for f in sorted(files, key=lambda p: p.name):
+        stat = f.stat()
+        digest.update(f"{f.name}:{stat.st_size}:{stat.st_mtime_ns};".encode())
+    return digest.hexdigest()[:12]

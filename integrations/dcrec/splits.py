@@ -17,10 +17,11 @@ phase's graphs from that phase's histories. Histories keep their last ``max_leng
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
-from .data import LeaveOneOut, PrefixData, leave_one_out, load_dcrec_split, read_movielens
+from .data import DCREC_SUBDIR, LeaveOneOut, PrefixData, leave_one_out, load_dcrec_split, read_movielens
 from .graphs import similarity_graph, transition_graph
 from .model import DCRecGraphs
 
@@ -55,6 +56,17 @@ def sequences_from_dcrec(train: PrefixData, test: PrefixData, num_items: int) ->
 def sequences_from_leave_one_out(loo: LeaveOneOut) -> UserSequences:
     seqs = [h + [t] for h, t in zip(loo.test.histories, loo.test.targets, strict=True)]
     return UserSequences(list(loo.test.users), seqs, len(loo.vocab))
+
+
+def source_files(dataset: str, root: str | None = None) -> list[Path]:
+    """The raw files :func:`load_sequences` reads for ``dataset`` (what its cache is keyed by)."""
+    from integrations.common.paths import data_path
+
+    if dataset in MOVIELENS_FILES:
+        return [data_path(MOVIELENS_FILES[dataset], hint="https://grouplens.org/datasets/movielens/", root=root)]
+    relative = Path(DCREC_SUBDIR) / dataset
+    return [data_path(relative / f"{dataset}.{s}.inter", hint="the DCRec repository's dataset/ folder", root=root)
+            for s in ("train", "test")]  # fmt: skip
 
 
 def load_sequences(dataset: str, root: str | None = None) -> UserSequences:

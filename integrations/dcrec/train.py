@@ -31,14 +31,14 @@ import torch
 from integrations.common import atomic
 from integrations.common.accelerate_setup import make_accelerator, start_tracking
 from integrations.common.cli import one_line_errors, parse_config
-from integrations.common.paths import cache_dir
+from integrations.common.paths import cache_dir, fingerprint
 from integrations.common.results import fmt_mean_std, write_json
 from integrations.common.run_guard import guarded
 from integrations.common.training import fit
 
 from .evaluate import evaluate, format_metrics
 from .model import DCRec, build_dcrec_loss
-from .splits import SELECTIONS, DCRecSplits, build_splits, load_sequences
+from .splits import SELECTIONS, DCRecSplits, build_splits, load_sequences, source_files
 
 #: ``run_DCRec.py``'s settings per data set ("default": its values for a data set it does not name)
 PRESETS: dict[str, dict[str, float]] = {
@@ -159,9 +159,15 @@ class BestEpoch:
         self.weights, self.metrics, self.history = state["weights"], state["metrics"], state["history"]
 
 
+#: raise when building the rows or graphs changes: every cached split is then rebuilt
+SPLITS_VERSION = 1
+
+
 def prepare_splits(config: DCRecConfig) -> DCRecSplits:
     """Rows and graphs, cached under ``$CL_PLUGINS_CACHE/dcrec`` (the similarity graph is the slow part)."""
-    key = f"{config.dataset}_{config.selection}_L{config.max_length}_k{config.sim_group}.pt"
+    # keyed by what the rows are built from: a changed source file gives a new cache
+    source = fingerprint(source_files(config.dataset), SPLITS_VERSION)
+    key = f"{config.dataset}_{config.selection}_L{config.max_length}_k{config.sim_group}_{source}.pt"
     path = cache_dir("dcrec") / key
     cached = atomic.load_cache(path)
     if cached is not None:

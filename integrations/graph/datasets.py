@@ -8,30 +8,92 @@ there. Without a local copy, torch-geometric downloads from its canonical URL in
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from integrations.common.paths import ENV, cache_dir, data_root
+from integrations.common.paths import ENV, cache_dir, data_root, fingerprint
 
 TU_SUBDIR = "graphs/tu"
 PLANETOID_SUBDIR = "graphs/planetoid"
 FEATURES = ("auto", "labels", "degree", "constant")
 
 
+#: raise when the processing of the raw files changes: every cached processed copy is then rebuilt
+LOADER_VERSION = 1
+
+
+def _lines(path: Path) -> list[str]:
+    text = path.read_text(encoding="utf-8", errors="strict")
+    if text and not text.endswith("\n"):
+        raise ValueError(f"{path}: the last line has no newline; the file looks truncated (fetch it again)")
+    return text.splitlines()
+
+
+def _ints(path: Path, width: int) -> list[list[int]]:
+    """Each line as ``width`` comma-separated integers; the first bad line is named."""
+    rows = []
+    for lineno, line in enumerate(_lines(path), start=1):
+        parts = line.split(",")
+        try:
+            row = [int(p) for p in parts]
+        except ValueError:
+            row = []
+        if len(row) != width:
+            raise ValueError(f"{path}:{lineno}: expected {width} integer(s), got {line!r}")
+        rows.append(row)
+    return rows
+
+
+def check_tu_raw(raw: Path, name: str) -> None:
+    """Cross-check a TU dataset's raw files (counts, id ranges, truncation) before PyG processes them.
+
+    PyG reads a cut ``A.txt`` or ``graph_indicator.txt`` without complaint and builds fewer or different graphs.
+    """
+    indicator = [r[0] for r in _ints(raw / f"{name}_graph_indicator.txt", 1)]
+    n_nodes, n_graphs = len(indicator), max(indicator, default=0)
+    if sorted(set(indicator)) != list(range(1, n_graphs + 1)) or indicator != sorted(indicator):
+        raise ValueError(f"{raw / f'{name}_graph_indicator.txt'}: graph ids must run 1..G in order")
+    labels = _lines(raw / f"{name}_graph_labels.txt")
+    if len(labels) != n_graphs:
+        raise ValueError(f"{raw / f'{name}_graph_labels.txt'} has {len(labels)} lines for {n_graphs} graphs")
+    edges = _ints(raw / f"{name}_A.txt", 2)
+    for lineno, (a, b) in enumerate(edges, start=1):
+        if not (1 <= a <= n_nodes and 1 <= b <= n_nodes):
+            raise ValueError(f"{raw / f'{name}_A.txt'}:{lineno}: node id out of 1..{n_nodes} ({a}, {b})")
+    for suffix, expected in (("node_labels", n_nodes), ("node_attributes", n_nodes), ("edge_labels", len(edges)),
+                             ("edge_attributes", len(edges))):  # fmt: skip
+        path = raw / f"{name}_{suffix}.txt"
+        if path.is_file() and len(_lines(path)) != expected:
+            raise ValueError(f"{path} has {len(_lines(path))} lines for {expected} {suffix.split('_')[0]}s")
+
+
 def _stage_raw(kind: str, subdir: str, name: str, root: str | Path | None) -> Path:
-    """Copy ``<root>/<subdir>/<name>/raw`` into the cache (once); return the cache root for PyG."""
-    cache = cache_dir(kind)
+    """Copy ``<root>/<subdir>/<name>/raw`` into a cache folder keyed by the raw files' fingerprint (name, size,
+    modification time, :data:`LOADER_VERSION`); return that folder, the root PyG processes into. Changed raw
+    files (fixed, or corrupted) get a new folder, so stale processed data is never used."""
     src = Path(root).expanduser() / name / "raw" if root is not None else data_root() / subdir / name / "raw"
+    if not src.is_dir():
+        return cache_dir(kind)  # PyG downloads into the plain cache
+    files = [f for f in src.iterdir() if f.is_file()]
+    cache = cache_dir(kind) / fingerprint(files, LOADER_VERSION)
     dst = cache / name / "raw"
-    if src.is_dir():
-        files = [f for f in src.iterdir() if f.is_file()]
-        if not dst.is_dir() or {f.name for f in files} - {f.name for f in dst.iterdir()}:
-            dst.mkdir(parents=True, exist_ok=True)
-            for f in files:
-                shutil.copy2(f, dst / f.name)
+    if not dst.is_dir():
+        if kind == "tu":
+            check_tu_raw(src, name)
+        tmp = dst.with_name(f"raw.{os.getpid()}.tmp")
+        tmp.mkdir(parents=True, exist_ok=True)
+        for f in files:
+            shutil.copy2(f, tmp / f.name)
+        try:
+            tmp.rename(dst)
+        except OSError:  # another process (a second rank) staged the same files first
+            if not dst.is_dir():
+                raise
+            shutil.rmtree(tmp)
     return cache
 
 

@@ -34,7 +34,7 @@ from integrations.common.run_guard import guarded
 
 from .augment import GraphAugmentor
 from .encoders import MASK_ATOM, MoleculeGIN, projection_head
-from .molecules import MoleculeNetData, multitask_roc_auc, scaffold_split, zinc_graphs
+from .molecules import MoleculeNetData, multitask_roc_auc, roc_auc_tasks, scaffold_split, zinc_graphs
 from .trainer import GraphCL, fit
 
 
@@ -190,8 +190,12 @@ def finetune(
         val_curve.append(multitask_roc_auc(*predict(model, valid_loader, device)))
         test_curve.append(multitask_roc_auc(*predict(model, test_loader, device)))
     best = int(np.nanargmax(val_curve))
+    used, skipped = roc_auc_tasks(predict(model, test_loader, device)[0])
     return {
         "seed": seed,
+        # MUV, ToxCast: test tasks with one class only are left out of the mean, as pretrain-gnns does
+        "test_tasks_averaged": len(used),
+        "test_tasks_skipped": [data.tasks[t] for t in skipped],
         "test_auc_last": test_curve[-1],
         "test_auc_best_val": test_curve[best],
         "best_epoch": best + 1,
@@ -217,7 +221,8 @@ def run(config: TransferConfig) -> dict[str, Any]:
         data = MoleculeNetData(name, root)
         split = scaffold_split(data.smiles)
         runs = [finetune(config, gnn_state, data, split, seed, device) for seed in config.runseeds]
-        entry: dict[str, Any] = {"molecules": len(data), "dropped": data.dropped, "tasks": data.num_tasks, "runs": runs}
+        entry: dict[str, Any] = {"molecules": len(data), "dropped": data.dropped, "tasks": data.num_tasks, "runs": runs,
+                                 "test_tasks_skipped": runs[0]["test_tasks_skipped"]}  # fmt: skip
         for key in ("test_auc_last", "test_auc_best_val"):
             entry[f"{key}_mean"], entry[f"{key}_std"] = mean_std([100 * r[key] for r in runs])
         summary["datasets"][name] = entry
@@ -225,7 +230,9 @@ def run(config: TransferConfig) -> dict[str, Any]:
             f"{name} ({config.loss}{'' if gnn_state is not None else ', no pre-training'}): test ROC-AUC last epoch "
             f"{entry['test_auc_last_mean']:.2f} ± {entry['test_auc_last_std']:.2f}, at best validation "
             f"{entry['test_auc_best_val_mean']:.2f} ± {entry['test_auc_best_val_std']:.2f}"
-        )
+            + (f"; averaged over {runs[0]['test_tasks_averaged']} of {data.num_tasks} tasks (skipped, one class in "
+               f"the test split: {', '.join(entry['test_tasks_skipped'])})" if entry["test_tasks_skipped"] else "")
+        )  # fmt: skip
     write_json(out / "results.json", summary)
     return summary
 

@@ -1,0 +1,73 @@
+"""Data that is cut, inconsistent or changed is refused or rebuilt, never used silently."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch_geometric")
+
+from integrations.graph.datasets import check_tu_raw, load_tu  # noqa: E402
+from integrations.graph.molecules import multitask_roc_auc, roc_auc_tasks  # noqa: E402
+
+
+@pytest.fixture()
+def mutag(data_root, tmp_path):
+    raw = tmp_path / "MUTAG" / "raw"
+    shutil.copytree(data_root / "graphs" / "tu" / "MUTAG" / "raw", raw)
+    return raw
+
+
+def _cut(path, keep: float, at_line_end: bool) -> None:
+    text = path.read_text()
+    cut = int(len(text) * keep)
+    if at_line_end:
+        cut = text.rindex("\n", 0, cut) + 1
+    path.write_text(text[:cut])
+
+
+@pytest.mark.parametrize(
+    "file,at_line_end,match",
+    [
+        ("MUTAG_A.txt", False, "no newline"),  # cut mid-line
+        ("MUTAG_graph_indicator.txt", True, "lines for"),  # fewer nodes and graphs than the other files describe
+        ("MUTAG_graph_labels.txt", True, "lines for 188 graphs"),
+        ("MUTAG_node_labels.txt", True, "lines for 3371 nodes"),
+    ],
+)
+def test_a_cut_tu_file_is_refused_with_its_name(mutag, file, at_line_end, match):
+    _cut(mutag / file, 0.4, at_line_end)
+    with pytest.raises(ValueError, match=match) as info:
+        check_tu_raw(mutag, "MUTAG")
+    assert file in str(info.value) or "MUTAG_" in str(info.value)
+
+
+def test_a_bad_line_and_an_out_of_range_node_are_named(mutag):
+    lines = (mutag / "MUTAG_A.txt").read_text().splitlines()
+    lines[9] = "3, x"
+    (mutag / "MUTAG_A.txt").write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match=r"MUTAG_A.txt:10: expected 2 integer"):
+        check_tu_raw(mutag, "MUTAG")
+    lines[9] = "3, 99999"
+    (mutag / "MUTAG_A.txt").write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match=r"MUTAG_A.txt:10: node id out of 1..3371"):
+        check_tu_raw(mutag, "MUTAG")
+
+
+def test_the_tu_cache_follows_the_raw_files(mutag):
+    before = load_tu("MUTAG", root=mutag.parents[1])
+    assert len(before) == 188
+    lines = (mutag / "MUTAG_graph_labels.txt").read_text().splitlines()
+    flipped = ["1" if v.strip() == "-1" else "-1" for v in lines]  # a corrected label file, same size
+    (mutag / "MUTAG_graph_labels.txt").write_text("\n".join(flipped) + "\n")
+    after = load_tu("MUTAG", root=mutag.parents[1])
+    assert not np.array_equal(before.y.numpy(), after.y.numpy())  # reprocessed, not the stale cache
+
+
+def test_roc_auc_says_which_tasks_it_averaged():
+    labels = np.array([[1, 1, 0], [-1, 1, 1], [1, 1, -1], [-1, 1, 0]])  # task 1 has one class only
+    scores = np.array([[0.9, 0.5, 0.1], [0.1, 0.5, 0.8], [0.8, 0.5, 0.3], [0.2, 0.5, 0.5]])
+    assert roc_auc_tasks(labels) == ([0, 2], [1])
+    assert multitask_roc_auc(labels, scores) == pytest.approx((1.0 + 1.0) / 2)
