@@ -83,14 +83,29 @@ def _prefix_rows(columns: dict[str, list], vocab: ItemVocab, path: Path) -> Pref
     return PrefixData(list(users), histories, [vocab(t) for t in columns["item_id"]])
 
 
+#: the largest fraction of training users that may lack a row in the test file (DCRec's sets: none)
+MAX_MISSING_USERS = 0.01
+
+
 def load_dcrec_split(name: str, root: str | Path | None = None) -> tuple[PrefixData, PrefixData, ItemVocab]:
-    """DCRec's ``<name>.train.inter`` and ``<name>.test.inter`` with one shared item vocabulary."""
+    """DCRec's ``<name>.train.inter`` and ``<name>.test.inter`` with one shared item vocabulary.
+
+    Every training user has a test row in DCRec's sets; users without one are counted and printed, and more
+    than :data:`MAX_MISSING_USERS` of them is refused (a test file cut at a line boundary reads without error).
+    """
     vocab = ItemVocab()
-    splits = []
+    splits, paths = [], []
     for split in ("train", "test"):
         relative = Path(DCREC_SUBDIR) / name / f"{name}.{split}.inter"
-        path = data_path(relative, hint="the DCRec repository's dataset/ folder", root=root)
-        splits.append(_prefix_rows(read_atomic(path), vocab, path))
+        paths.append(data_path(relative, hint="the DCRec repository's dataset/ folder", root=root))
+        splits.append(_prefix_rows(read_atomic(paths[-1]), vocab, paths[-1]))
+    users = set(splits[0].users)
+    missing = users - set(splits[1].users)
+    if missing:
+        message = f"{paths[1]}: {len(missing)} of {len(users)} training users have no test row"
+        if len(missing) > MAX_MISSING_USERS * len(users):
+            raise ValueError(f"{message} (more than {MAX_MISSING_USERS:.0%}); the file looks cut: fetch it again")
+        print(message)
     return splits[0], splits[1], vocab
 
 

@@ -23,7 +23,7 @@ def test_dcrec_split_shares_one_vocabulary(tmp_path):
     folder.mkdir(parents=True)
     header = "session_id:token\titem_id_list:token_seq\titem_id:token\n"
     (folder / "toy.train.inter").write_text(header + "0\t7 8\t9\n")
-    (folder / "toy.test.inter").write_text(header + "1\t9 7\t5\n")
+    (folder / "toy.test.inter").write_text(header + "0\t9 7\t5\n")
     train, test, vocab = load_dcrec_split("toy", root=tmp_path)
     assert train.histories == [[1, 2]] and train.targets == [3]
     assert test.histories == [[3, 1]] and test.targets == [4] and len(vocab) == 5  # 4 items + padding
@@ -51,3 +51,16 @@ def test_real_splits(data_root):
     ml = read_movielens(data_root / "recsys" / "movielens" / "ml-100k" / "u.data")
     loo = leave_one_out(ml)
     assert len(ml) == 100000 and len(loo.train) == 943 and len(loo.vocab) == 1683
+
+
+def test_a_cut_test_file_is_refused(tmp_path):
+    folder = tmp_path / "recsys" / "dcrec" / "dataset" / "toy"
+    folder.mkdir(parents=True)
+    header = "session_id:token\titem_id_list:token_seq\titem_id:token\n"
+    rows = [f"{u}\t7 8\t9\n" for u in range(200)]
+    (folder / "toy.train.inter").write_text(header + "".join(rows))
+    (folder / "toy.test.inter").write_text(header + "".join(rows[:199]))  # one user of 200 lost: 0.5 %, printed
+    assert len(load_dcrec_split("toy", root=tmp_path)[1].users) == 199
+    (folder / "toy.test.inter").write_text(header + "".join(rows[:100]))  # cut at a line boundary
+    with pytest.raises(ValueError, match="100 of 200 training users have no test row"):
+        load_dcrec_split("toy", root=tmp_path)
