@@ -3,8 +3,9 @@
 ``OUTPUT/cl_plugins_run.json`` records a run's id and configuration. A new run refuses a folder
 that holds anything unless ``--overwrite``; ``--resume`` continues only the run recorded there, with
 the same configuration except :data:`MAY_CHANGE` (more epochs or steps, evaluation and checkpoint
-periods, more seeds); anything else that differs (loss, model, data, shapes, learning rate) is
-refused with the list of differences. ``OUTPUT/.cl_plugins.lock`` keeps a second process out while
+periods, more seeds, a new learning rate from the resume on: applied, and recorded in the manifest);
+anything else that differs (loss, model, data, shapes) is refused with the list of differences.
+``OUTPUT/.cl_plugins.lock`` keeps a second process out while
 a run writes there. Every trainer's ``run`` is wrapped with :func:`guarded`.
 """
 
@@ -25,8 +26,10 @@ from . import atomic
 
 MANIFEST = "cl_plugins_run.json"
 LOCK = ".cl_plugins.lock"
-#: settings a resumed run may change (they extend or observe the run, and are applied)
-MAY_CHANGE = frozenset({"epochs", "max_steps", "stop_after_epochs", "eval_every", "eval_steps", "save_steps", "seeds"})
+#: settings a resumed run may change (they extend or observe the run, or set the learning rate from the resume
+#: on); each is applied, and the change is recorded in the manifest's ``resumes``
+MAY_CHANGE = frozenset({"epochs", "max_steps", "stop_after_epochs", "eval_every", "eval_steps", "save_steps", "seeds",
+                        "lr", "learning_rate"})  # fmt: skip
 #: settings that do not describe the run itself
 NOT_COMPARED = frozenset({"resume", "overwrite", "progress", "log_with", "output_dir"})
 
@@ -95,11 +98,18 @@ def _claim(out: Path, config: Any, record: bool = True) -> None:
         import json
 
         stored = json.loads(manifest.read_text())
-        changed = _differences(stored["config"], _settings(config))
+        given = _settings(config)
+        changed = _differences(stored["config"], given)
         if changed:
             raise RunConflict(f"--resume would continue run {stored['run_id']} in {out} with other settings ("
                               + "; ".join(changed) + "); resume with its settings, or start a new run with "
                               "another --output_dir (or --overwrite)")  # fmt: skip
+        extended = {k: [stored["config"].get(k), given[k]] for k in MAY_CHANGE & set(given)
+                    if stored["config"].get(k) != given[k]}  # fmt: skip
+        if extended and record:
+            stored.setdefault("resumes", []).append({"time": time.strftime("%Y-%m-%d %H:%M:%S"), "changed": extended})
+            stored["config"].update({k: new for k, (_, new) in extended.items()})
+            atomic.write_json(manifest, stored)
         return
     if resuming:
         raise RunConflict(f"--resume: {out} holds no run to resume ({MANIFEST} is missing); start without --resume")

@@ -22,6 +22,38 @@ import cl_plugins as clp
 from . import atomic
 
 
+def base_learning_rates(optimizer: Any) -> list[float]:
+    """Each parameter group's learning rate before any schedule (a scheduler keeps it as ``initial_lr``)."""
+    return [float(g.get("initial_lr", g["lr"])) for g in optimizer.param_groups]
+
+
+def apply_learning_rates(optimizer: Any, schedulers: tuple[Any, ...], requested: list[float]) -> None:
+    """Make a resumed run use the learning rates it was given, not the checkpoint's: the optimizer's groups and
+    a ``LambdaLR`` schedule (warm-up, cosine) continue from the same step with the new base rates."""
+    from torch.optim.lr_scheduler import LambdaLR
+
+    for group, lr in zip(optimizer.param_groups, requested, strict=True):
+        group["lr"] = lr
+        if "initial_lr" in group:
+            group["initial_lr"] = lr
+    for scheduler in schedulers:
+        inner = getattr(scheduler, "scheduler", scheduler)  # Accelerate wraps prepared schedulers
+        if isinstance(inner, LambdaLR):
+            inner.base_lrs = list(requested)
+            for group, lr, factor in zip(optimizer.param_groups, requested, inner.lr_lambdas, strict=True):
+                group["lr"] = lr * factor(inner.last_epoch)
+
+
+def resume_from(accelerator: Any, path: Path, optimizer: Any, schedulers: tuple[Any, ...] = ()) -> None:
+    """``accelerator.load_state(path)``, keeping the learning rates this run was given (a resume may change them)."""
+    requested = base_learning_rates(optimizer)
+    accelerator.load_state(str(path))
+    saved = base_learning_rates(optimizer)
+    if saved != requested:
+        apply_learning_rates(optimizer, schedulers, requested)
+        accelerator.print(f"learning rate {saved} -> {requested} from here on")
+
+
 class EpochCounter:
     """Registered with Accelerate so a checkpoint knows how many epochs are done."""
 
@@ -70,7 +102,7 @@ def fit(
     if resume and checkpoint_dir is not None:
         path = atomic.latest_complete(checkpoint_dir, "epoch")
         if path is not None:
-            accelerator.load_state(str(path))
+            resume_from(accelerator, path, optimizer, register)
             accelerator.print(f"resumed from {path} (epoch {counter.epoch})")
             if counter.epoch > epochs:
                 raise ValueError(f"--resume: {path} has {counter.epoch} epochs done, more than --epochs {epochs}; "

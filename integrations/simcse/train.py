@@ -33,6 +33,7 @@ from integrations.common.accelerate_setup import make_accelerator, start_trackin
 from integrations.common.cli import add_dataclass_arguments, new_parser, one_line_errors
 from integrations.common.cli import config_from_args as dataclass_config_from_args
 from integrations.common.run_guard import guarded
+from integrations.common.training import resume_from
 
 from .data import Collator, EpochSampler, TextDataset, read_sentences, read_triples
 from .model import POOLERS, SimCSEModel, check_model_path
@@ -215,7 +216,7 @@ def train(
         path = latest_checkpoint(out) if config.resume == "latest" else Path(config.resume)
         if path is None or not atomic.is_complete(path):
             raise FileNotFoundError(f"--resume {config.resume}: no complete checkpoint under {out / 'checkpoints'}")
-        accelerator.load_state(str(path))
+        resume_from(accelerator, path, optimizer, (scheduler,))
         accelerator.print(f"resumed from {path} at step {state.step}")
         if state.step > total:
             raise ValueError(f"--resume: {path} is at step {state.step}, past the {total} steps of this run "

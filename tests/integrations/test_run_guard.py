@@ -51,9 +51,12 @@ def test_a_new_run_refuses_an_occupied_folder_unless_overwrite(tmp_path):
 
 def test_resume_continues_only_the_same_run(tmp_path):
     fake_run(Config(str(tmp_path)))
-    assert fake_run(Config(str(tmp_path), resume=True, epochs=5, seeds=[0, 1])) == "trained"  # may change
-    with pytest.raises(RunConflict, match=r"loss: 'macl' -> 'infonce'; lr: 0.01 -> 0.1"):
-        fake_run(Config(str(tmp_path), resume=True, loss="infonce", lr=0.1))
+    assert fake_run(Config(str(tmp_path), resume=True, epochs=5, seeds=[0, 1], lr=0.1)) == "trained"  # may change
+    manifest = json.loads((tmp_path / run_guard.MANIFEST).read_text())
+    assert manifest["resumes"][0]["changed"] == {"epochs": [2, 5], "lr": [0.01, 0.1], "seeds": [[0], [0, 1]]}
+    assert manifest["config"]["lr"] == 0.1  # a later resume compares with the run as it now is
+    with pytest.raises(RunConflict, match=r"loss: 'macl' -> 'infonce'"):
+        fake_run(Config(str(tmp_path), resume=True, loss="infonce", lr=0.1, epochs=5, seeds=[0, 1]))
     with pytest.raises(RunConflict, match="holds no run to resume"):
         fake_run(Config(str(tmp_path / "empty"), resume=True))
 
@@ -137,3 +140,45 @@ def test_unreadable_inputs_give_one_line_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="--model ./no/such/model: no such folder"):
         check_model_path("./no/such/model")
     check_model_path("bert-base-uncased")  # a hub name: left to the hub
+
+
+def test_a_new_learning_rate_on_resume_is_applied_through_its_schedule():
+    import torch
+
+    from integrations.common.training import apply_learning_rates, base_learning_rates
+
+    def make(lr):
+        opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(2))], lr=lr)
+        return opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 0.5**step)
+
+    opt, sched = make(0.1)
+    for _ in range(3):
+        opt.step()
+        sched.step()
+    saved = (opt.state_dict(), sched.state_dict())
+    opt, sched = make(0.2)  # the resumed run, given lr 0.2
+    requested = base_learning_rates(opt)
+    opt.load_state_dict(saved[0])
+    sched.load_state_dict(saved[1])
+    assert base_learning_rates(opt) == [0.1]  # the checkpoint's
+    apply_learning_rates(opt, (sched,), requested)
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.2 * 0.5**3) and sched.base_lrs == [0.2]
+    sched.step()
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.2 * 0.5**4)
+
+
+@pytest.mark.slow
+def test_graphcl_resumed_with_a_new_learning_rate_trains_with_it(data_root, tmp_path):
+    import torch
+
+    from integrations.graph import graphcl_tu
+
+    def config(epochs, lr, resume=False):
+        return graphcl_tu.TUConfig(dataset="MUTAG", seeds=[0], epochs=epochs, batch_size=64, hidden=8, eval_folds=3,
+                                   svm_search=False, output_dir=str(tmp_path), log_with="none", progress=False,
+                                   lr=lr, resume=resume)  # fmt: skip
+
+    graphcl_tu.run(config(1, 0.01))
+    graphcl_tu.run(config(2, 0.005, resume=True))
+    state = torch.load(tmp_path / "seed0" / "checkpoints" / "epoch_2" / "optimizer.bin", weights_only=False)
+    assert [g["lr"] for g in state["param_groups"]] == [0.005]
