@@ -77,14 +77,21 @@ def read_moleculenet_csv(path: str | Path) -> tuple[list[str], np.ndarray, list[
         if tasks is None:
             tasks = [c for c in fields if c != smiles_col and c not in NON_TASK_COLUMNS]
         smiles, labels = [], []
-        for row in reader:
+        for lineno, row in enumerate(reader, start=2):  # line 1 is the header
             smiles.append(row[smiles_col])
-            values = []
-            for t in tasks:
-                v = (row[t] or "").strip()
-                values.append(0 if v == "" else (1 if float(v) > 0.5 else -1))
-            labels.append(values)
+            labels.append([_label(row[t], path, lineno, t) for t in tasks])
     return smiles, np.asarray(labels, dtype=np.int64).reshape(len(smiles), len(tasks)), tasks
+
+
+def _label(value: str | None, path: str | Path, lineno: int, task: str) -> int:
+    """+1 / -1, or 0 for a missing label; anything else is named by file, line and task."""
+    value = (value or "").strip()
+    if value == "":
+        return 0
+    try:
+        return 1 if float(value) > 0.5 else -1
+    except ValueError:
+        raise ValueError(f"{path}:{lineno}: task {task!r} has the label {value!r}, not a number") from None
 
 
 def _find_csv(folder: Path) -> Path:

@@ -71,3 +71,22 @@ def test_roc_auc_says_which_tasks_it_averaged():
     scores = np.array([[0.9, 0.5, 0.1], [0.1, 0.5, 0.8], [0.8, 0.5, 0.3], [0.2, 0.5, 0.5]])
     assert roc_auc_tasks(labels) == ([0, 2], [1])
     assert multitask_roc_auc(labels, scores) == pytest.approx((1.0 + 1.0) / 2)
+
+
+def test_moleculenet_labels_and_dropped_molecules(tmp_path, capsys):
+    pytest.importorskip("rdkit")
+    from integrations.graph.molecules import MoleculeNetData, read_moleculenet_csv
+
+    raw = tmp_path / "toy" / "raw"
+    raw.mkdir(parents=True)
+    good = ["CCO", "CCN", "c1ccccc1", "CC(=O)O", "CCCC", "CCOC", "CNC", "CCCl", "CCBr", "OCCO"] * 3
+    rows = [f"{s},{i % 2}" for i, s in enumerate(good)] + ["not_a_smiles,1"]  # 1 of 31: dropped, printed
+    (raw / "toy.csv").write_text("smiles,active\n" + "\n".join(rows) + "\n")
+    data = MoleculeNetData("toy", root=tmp_path)
+    assert data.dropped == 1 and len(data) == 30 and "1 of 31 molecules dropped" in capsys.readouterr().out
+    (raw / "toy.csv").write_text("smiles,active\n" + "\n".join(rows[:10] + ["xx,1"] * 5) + "\n")
+    with pytest.raises(ValueError, match="rejected 5 of 15 SMILES"):
+        MoleculeNetData("toy", root=tmp_path)
+    (raw / "toy.csv").write_text("smiles,active\nCCO,1\nCCN,yes\n")
+    with pytest.raises(ValueError, match=r"toy.csv:3: task 'active' has the label 'yes'"):
+        read_moleculenet_csv(raw / "toy.csv")

@@ -192,3 +192,18 @@ def test_entry_point_help_and_two_processes(toy_root):
     assert res.returncode == 0, res.stderr[-2000:]
     saved = json.loads((toy_root / "ddp" / "results.json").read_text())
     assert saved["selection"] == "validation-selected" and "pop10" in saved["test"]
+
+
+def test_the_split_cache_follows_its_source_files(toy_root):
+    from integrations.dcrec.train import DCRecConfig, prepare_splits
+
+    config = DCRecConfig(dataset="toy").resolved()
+    first = prepare_splits(config)
+    test_file = toy_root / "data" / "recsys" / "dcrec" / "dataset" / "toy" / "toy.test.inter"
+    lines = test_file.read_text().splitlines()
+    user, history, target = lines[1].split("\t")
+    lines[1] = "\t".join([user, history, "101" if target != "101" else "102"])  # a corrected target
+    test_file.write_text("\n".join(lines) + "\n")
+    second = prepare_splits(config)
+    assert len(list((toy_root / "cache" / "dcrec").glob("toy_*.pt"))) == 2  # rebuilt, not the stale cache
+    assert not torch.equal(first.test.target, second.test.target)
