@@ -66,31 +66,38 @@ def torch_save(obj: Any, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def staging(folder: Path) -> Path:
-    return folder.with_name(folder.name + ".partial")
+def staging(folder: Path, per_process: bool = False) -> Path:
+    """The temporary sibling a folder is written into (one per process where several may write it at once)."""
+    return folder.with_name(folder.name + (f".{os.getpid()}" if per_process else "") + ".partial")
 
 
 def publish(tmp: Path, folder: Path) -> None:
-    """Mark the written folder ``tmp`` complete and move it to ``folder``, replacing a previous one only now."""
+    """Mark the written folder ``tmp`` complete and move it to ``folder``, replacing a previous one only now.
+
+    Two processes publishing the same folder (ranks building one cache) both succeed; the last one wins.
+    """
     fault_point("save:written")
     (tmp / MARKER).write_text(json.dumps({"time": time.time()}))
     fault_point("save:marked")
-    if folder.exists():
-        old = folder.with_name(folder.name + ".old")
-        if old.exists():
-            shutil.rmtree(old)
-        folder.rename(old)
-        fault_point("save:swapped")
-        tmp.rename(folder)
-        shutil.rmtree(old)
-    else:
-        tmp.rename(folder)
+    try:
+        if folder.exists():
+            old = folder.with_name(f"{folder.name}.{os.getpid()}.old")
+            folder.rename(old)
+            fault_point("save:swapped")
+            tmp.rename(folder)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            tmp.rename(folder)
+    except OSError:
+        if not (folder / MARKER).is_file():
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)  # another process published a complete copy in between
 
 
 @contextlib.contextmanager
 def folder(final: Path) -> Iterator[Path]:
     """Write a folder's files into the yielded temporary folder; it becomes ``final`` when the block ends."""
-    tmp = staging(final)
+    tmp = staging(final, per_process=True)
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
@@ -106,11 +113,15 @@ def is_complete(path: Path) -> bool:
 
 def recover(path: Path) -> None:
     """Finish a replacement a kill interrupted between its two renames (the complete new folder is staged)."""
-    tmp, old = staging(path), path.with_name(path.name + ".old")
-    if not path.exists() and (tmp / MARKER).is_file():
-        tmp.rename(path)
-        if old.exists():
-            shutil.rmtree(old)
+    if path.exists():
+        return
+    for tmp in sorted(path.parent.glob(f"{path.name}*.partial")):
+        if (tmp / MARKER).is_file():
+            with contextlib.suppress(OSError):  # another reader may finish it first
+                tmp.rename(path)
+            for old in path.parent.glob(f"{path.name}.*.old"):
+                shutil.rmtree(old, ignore_errors=True)
+            return
 
 
 def latest_complete(parent: Path, prefix: str) -> Path | None:

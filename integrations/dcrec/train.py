@@ -175,9 +175,7 @@ def prepare_splits(config: DCRecConfig) -> DCRecSplits:
     splits = build_splits(
         load_sequences(config.dataset), selection=config.selection, max_length=config.max_length, k=config.sim_group
     )
-    tmp = path.with_suffix(".tmp")
-    torch.save(splits, tmp)
-    tmp.replace(path)
+    atomic.torch_save(splits, path)  # a temporary name per process: two ranks may build the cache at once
     return splits
 
 
