@@ -45,6 +45,13 @@ def torchrun(nproc: int = 2) -> list[str]:
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc)]
 
 
+def failure_report(result: Any, limit: int = 6000) -> str:
+    """A failed torchrun's stderr, from the first traceback on (a rank's own error, not torchrun's summary)."""
+    err = result.stderr or ""
+    start = err.find("Traceback")
+    return err[start : start + limit] if start >= 0 else err[-limit:]
+
+
 def run_distributed(fn: Callable[..., Any], *args: Any, world: int = 2) -> list[Any]:
     """``fn(rank, world, *args)`` on ``world`` processes; returns the per-rank results."""
     with tempfile.TemporaryDirectory() as out_dir:

@@ -15,7 +15,7 @@ from integrations.dcrec.evaluate import evaluate, history_mask
 from integrations.dcrec.graphs import transition_graph
 from integrations.dcrec.splits import UserSequences, build_splits
 from integrations.dcrec.train import BestEpoch, DCRecConfig, main, preset_for
-from tests.dist_utils import torchrun  # noqa: E402
+from tests.dist_utils import failure_report, torchrun  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -189,7 +189,7 @@ def test_entry_point_help_and_two_processes(toy_root):
     cmd = [*torchrun(2), script, *TINY]
     cmd += ["--epochs", "1", "--output_dir", str(toy_root / "ddp")]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.returncode == 0, failure_report(res)
     saved = json.loads((toy_root / "ddp" / "results.json").read_text())
     assert saved["selection"] == "validation-selected" and "pop10" in saved["test"]
 

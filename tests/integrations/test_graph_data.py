@@ -11,7 +11,7 @@ import torch
 pytest.importorskip("torch_geometric")
 
 from integrations.graph.datasets import load_planetoid, load_tu  # noqa: E402
-from tests.dist_utils import torchrun  # noqa: E402
+from tests.dist_utils import failure_report, torchrun  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -173,6 +173,6 @@ def test_graphcl_tu_under_two_processes(data_root, tmp_path):
     cmd = [*torchrun(2), script, *args.split()]
     cmd += ["--no-progress", "--output_dir", str(tmp_path), "--loss", "macl"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=root)
-    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.returncode == 0, failure_report(out)
     saved = json.loads((tmp_path / "results.json").read_text())
     assert 50 < saved["accuracy_mean"] <= 100

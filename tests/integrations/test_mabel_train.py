@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from integrations.mabel.data import augment_pairs, read_items, sick_items
 from integrations.mabel.model import MabelModel, alignment_loss
-from tests.dist_utils import torchrun  # noqa: E402
+from tests.dist_utils import failure_report, torchrun  # noqa: E402
 
 from .tiny_bert import make_tiny_bert
 
@@ -118,7 +118,7 @@ def test_entry_point_help_and_two_processes(tiny_mlm, tmp_path, data_root):
            "--train_file", str(pairs), "--batch_size", "2", "--max_steps", "2", "--eval_steps", "0",
            "--log_with", "none", "--no-progress", "--no-bias_eval", "--output_dir", str(tmp_path / "ddp")]  # fmt: skip
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.returncode == 0, failure_report(res)
     assert (tmp_path / "ddp" / "final" / "config.json").exists()
 
 

@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 pytest.importorskip("transformers")
 
 from integrations.simcse.train import TrainConfig, build_parser, config_from_args, train  # noqa: E402
-from tests.dist_utils import torchrun  # noqa: E402
+from tests.dist_utils import failure_report, torchrun  # noqa: E402
 from tests.integrations.tiny_bert import make_tiny_bert  # noqa: E402
 
 SENTENCES = [
@@ -178,11 +178,11 @@ def test_two_processes_give_the_global_batch_gradient(tmp_path, loss):
         text=True,
         timeout=300,
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 0, failure_report(proc)
     proc = subprocess.run(
         [sys.executable, str(script), str(model), str(one), loss], cwd=root, capture_output=True, text=True, timeout=300
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 0, failure_report(proc)
     g2, g1 = torch.load(two), torch.load(one)
     assert g1.keys() == g2.keys() and len(g1) > 10
     for k in g1:

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from integrations.vision.data import load_cifar10, load_fashion_mnist, long_tail_counts
-from tests.dist_utils import torchrun  # noqa: E402
+from tests.dist_utils import failure_report, torchrun  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = (
@@ -130,7 +130,7 @@ def test_two_process_run(data_root, tmp_path):
     cmd += ["--epochs", "1", "--framework", "mocov2", "--queue_size", "40", "--batch_size", "10"]
     cmd += ["--output_dir", str(tmp_path)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.returncode == 0, failure_report(out)
     saved = json.loads((tmp_path / "results.json").read_text())
     assert 0 <= saved["knn_top1"] <= 1
     msc_script = str(ROOT / "examples" / "msc_anomaly.py")
@@ -139,5 +139,5 @@ def test_two_process_run(data_root, tmp_path):
     msc += ["--train_per_class", "32", "--test_per_class", "5", "--batch_size", "8", "--log_with", "none"]
     msc += ["--no-progress", "--output_dir", str(tmp_path / "msc")]
     out = subprocess.run(msc, capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.returncode == 0, failure_report(out)
     assert len(json.loads((tmp_path / "msc" / "results.json").read_text())["runs"][0]["roc_auc"]) == 2
