@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import os
 import shutil
 import time
@@ -85,8 +86,6 @@ def _differences(stored: dict[str, Any], given: dict[str, Any]) -> list[str]:
 
 def _settings(config: Any) -> dict[str, Any]:
     # through JSON, as the manifest stores them (tuples become lists, paths strings)
-    import json
-
     return json.loads(json.dumps(asdict(config), default=str))
 
 
@@ -95,8 +94,6 @@ def _claim(out: Path, config: Any, record: bool = True) -> None:
     resuming, overwrite = bool(getattr(config, "resume", False)), bool(getattr(config, "overwrite", False))
     manifest = out / MANIFEST
     if manifest.is_file() and resuming:
-        import json
-
         stored = json.loads(manifest.read_text())
         given = _settings(config)
         changed = _differences(stored["config"], given)

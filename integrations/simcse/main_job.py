@@ -32,7 +32,7 @@ from integrations.common.run_guard import preflight
 from integrations.senteval import engine
 from integrations.simcse.evaluate import load_encoder
 from integrations.simcse.model import offline_encoder_dir
-from integrations.simcse.train import TrainConfig, build_strategy, train
+from integrations.simcse.train import TrainConfig, train
 
 
 def wiki_file(paper: bool) -> Path:
@@ -148,8 +148,8 @@ def main(argv: list[str] | None = None) -> None:
     if not args.skip_before and main_process:
         results["before"] = evaluate_with(job, args.tasks, job.config.model)
     t_before = time.time() - t0
-    strategy = build_strategy(job.config).hyperparameters()  # what the run trains with: preset, --temp, --loss_arg
     summary = train(job.config)
+    strategy = summary["strategy"]
     t_train = time.time() - t0 - t_before
     if not main_process:
         return

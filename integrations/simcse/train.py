@@ -275,6 +275,7 @@ def train(
     accelerator.end_training()
     return dict(
         steps=state.step,
+        strategy=unwrapped.loss_fn.hyperparameters(),  # what trained: preset, --temp and --loss_arg applied
         best_stsb_dev=state.best,
         final=str(out / "final"),
         best=str(out / "best") if config.eval_steps else None,

@@ -57,6 +57,17 @@ def run(recipe: str, namespace: dict) -> dict:
     return namespace
 
 
+@contextlib.contextmanager
+def recipe(name: str, namespace: dict | None = None, **modules: types.ModuleType) -> Iterator[dict]:
+    """Run the docs' recipe ``name`` (``modules`` importable, in ``namespace``); its patch is undone afterwards."""
+    with importable(**modules):
+        ns = run(recipes()[name], dict(namespace or {}))
+    try:
+        yield ns
+    finally:
+        ns["handle"].undo()
+
+
 def train_one_step(model: torch.nn.Module, loss_value) -> None:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     value = loss_value()
@@ -72,103 +83,76 @@ def test_every_target_has_a_recipe():
 
 def test_simcse_recipe():
     models = upstream.simcse_github()
-    with importable(simcse=upstream.stub("simcse", models=models), simcse__models=models):
-        ns = run(recipes()["simcse"], {})
-    try:
+    with recipe("simcse", simcse=upstream.stub("simcse", models=models), simcse__models=models):
         model = simcse.make_model(models)
         assert isinstance(model.cl_plugins_loss, clp.MACLLoss)
         ids, mask = simcse.make_batch()
         train_one_step(model, lambda: model(input_ids=ids, attention_mask=mask).loss)
-    finally:
-        ns["handle"].undo()
 
 
 def test_mabel_recipe():
     module = upstream.mabel()
-    with importable(model=module):
-        ns = run(recipes()["mabel"], {})
-    try:
+    with recipe("mabel", model=module):
         model = mabel.make_model(cl_loss=True, a1_loss=True)
         assert isinstance(model.cl_plugins_loss, clp.TemperatureFreeLoss)
         batch, _ = mabel.make_batch()
         train_one_step(model, lambda: model(**batch).loss)
-    finally:
-        ns["handle"].undo()
 
 
 def test_graphcl_tu_recipe():
     gsimclr = upstream.graphcl_tu()
-    ns = run(recipes()["graphcl_tu"], dict(vars(gsimclr)))  # gsimclr.py's own globals, as under __main__
-    try:
+    with recipe("graphcl_tu", dict(vars(gsimclr))):  # gsimclr.py's own globals, as under __main__
         model = gsimclr.simclr(hidden_dim=8, num_gc_layers=2).double()
         assert isinstance(model.cl_plugins_loss, clp.MACLLoss) and model.cl_plugins_loss.tau0 == 0.2
         train_one_step(model, lambda: graph.graphcl_tu_step(model))
-    finally:
-        ns["handle"].undo()
 
 
 def test_graphcl_transfer_recipe():
     pretrain = upstream.graphcl_transfer()
-    ns = run(recipes()["graphcl_transfer"], dict(vars(pretrain)))
-    try:
+    with recipe("graphcl_transfer", dict(vars(pretrain))):
         model = pretrain.graphcl(graph.StandInGNN()).double()
         assert isinstance(model.cl_plugins_loss, clp.DySTreSSLoss)
         train_one_step(model, lambda: graph.graphcl_transfer_step(model))
-    finally:
-        ns["handle"].undo()
 
 
 def test_grace_recipe():
     grace = upstream.grace()
-    ns = run(recipes()["grace"], {"Model": grace.Model, "Encoder": grace.Encoder})  # train.py's imports
-    try:
+    with recipe("grace", {"Model": grace.Model, "Encoder": grace.Encoder}):  # train.py's imports
         model = graph.grace_model()
         assert isinstance(model.cl_plugins_loss, clp.TemperatureFreeLoss)
         train_one_step(model, lambda: graph.grace_step(model))
-    finally:
-        ns["handle"].undo()
 
 
 def test_dcrec_recipe():
     layers = upstream.dcrec_layers()
     recbole = upstream.stub("recbole", model=upstream.stub("recbole.model", layers=layers))
-    with importable(recbole=recbole, recbole__model=recbole.model, recbole__model__layers=layers):
-        ns = run(recipes()["dcrec"], {})
-    try:
+    with recipe("dcrec", recbole=recbole, recbole__model=recbole.model, recbole__model__layers=layers):
         layer = layers.CLLayer(16, tau=0.5).double()
         assert isinstance(layer.cl_plugins_loss, clp.MACLLoss) and layer.cl_plugins_loss.tau0 == 0.5
         z1, z2 = torch.randn(8, 16, dtype=torch.float64, requires_grad=True), torch.randn(8, 16, dtype=torch.float64)
         train_one_step(layer, lambda: layer.vanilla_loss(z1, z2).mean())
         assert z1.grad is not None
-    finally:
-        ns["handle"].undo()
 
 
 def test_msc_recipe():
     module = msc.msc_module()
-    with importable(main=module):
-        ns = run(recipes()["msc"], {})
-    try:
+    with recipe("msc", main=module):
         model = module.utils.Model()
         model.backbone = torch.nn.Linear(6, 10)
         x = torch.randn(8, 6)
         train_one_step(model, lambda: module.run_step(model.backbone(x), model.backbone(x + 0.1)))
         assert isinstance(model.cl_plugins_loss, clp.LearnableTemperatureLoss)
-    finally:
-        ns["handle"].undo()
 
 
 def test_pygcl_recipe():
     losses, models = graph._import_pygcl()
     encoder_model = torch.nn.Linear(6, 8)
-    ns = run(recipes()["pygcl"], {"DualBranchContrast": models.DualBranchContrast, "L": losses,
-                                   "Adam": torch.optim.Adam, "encoder_model": encoder_model})  # fmt: skip
-    try:
+    names = {"DualBranchContrast": models.DualBranchContrast, "L": losses, "Adam": torch.optim.Adam,
+             "encoder_model": encoder_model}  # fmt: skip
+    with recipe("pygcl", names) as ns:
         contrast, optimizer = ns["contrast_model"], ns["optimizer"]
         before = contrast.cl_plugins_loss.log_tau.detach().clone()
         x = torch.randn(10, 6)
         contrast(h1=encoder_model(x), h2=encoder_model(x + 0.1)).backward()
         optimizer.step()
         assert not torch.equal(before, contrast.cl_plugins_loss.log_tau.detach())
-    finally:
-        ns["handle"].undo()
