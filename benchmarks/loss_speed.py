@@ -107,7 +107,7 @@ CASES: dict[str, tuple[str, Callable[[int], Loss | None]]] = {
     "F.cross_entropy NT-Xent": ("simclr", lambda dim: plain_simclr),
     "lightly NTXentLoss": ("simclr", lambda dim: lightly_ntxent()),
     **{label_of(name): ("simclr", ours(name)) for name in clp.available_losses()},
-    "amcl (lse, 3 heads)": ("simclr", ours("amcl", negatives="lse")),  # AMCL's second form, O(N²·hidden)
+    "amcl mle (3 heads)": ("simclr", ours("amcl", form="mle")),  # the paper's MLE form: O(N²·hidden)
     "F.cross_entropy (cross-view)": ("cross_view", lambda dim: plain_cross_view),
     "info-nce-pytorch InfoNCE": ("cross_view", lambda dim: info_nce()),
     "infonce (cross-view)": ("cross_view", ours("infonce", layout="cross_view")),
@@ -229,10 +229,10 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--cases", nargs="+", default=list(CASES), help="subset of case labels")
     parser.add_argument(
-        "--amcl-lse-max-n",
+        "--amcl-mle-max-n",
         type=int,
         default=1024,
-        help="skip AMCL's LSE form above this N (its cost is O(N^2 * hidden) per head)",
+        help="skip AMCL's mle form above this N (its cost is O(N^2 * hidden) per head)",
     )
     parser.add_argument(
         "--pml-max-n",
@@ -259,8 +259,8 @@ def main() -> None:
         for label in args.cases:
             layout = CASES[label][0]
             skip = None
-            if "lse" in label and n > args.amcl_lse_max_n:
-                skip = "skipped: O(N²·hidden) time (--amcl-lse-max-n)"
+            if "mle" in label and n > args.amcl_mle_max_n:
+                skip = "skipped: O(N²·hidden) time (--amcl-mle-max-n)"
             elif label.startswith("pytorch-metric-learning") and n > args.pml_max_n:
                 skip = "skipped: O(N³) memory (--pml-max-n)"
             fn = None if skip else build(label, args.dim, args.device)

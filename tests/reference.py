@@ -173,31 +173,47 @@ def flatnce(groups, tau):
 
 
 def amcl(module, h1, h2, layout="simclr", decoupled=True):
-    """AMCL Eq. 2.1 / soft form per head, with the temperature MLP on concatenated pairs."""
+    """AMCL per head and anchor, each form written out pair by pair (temperature networks evaluated per pair)."""
     per_head = []
     for c, head in enumerate(module.heads):
-        mlp = module.temperature_mlps[c % len(module.temperature_mlps)]
+        net = module.temperature_nets[c % len(module.temperature_nets)]
         groups = enumerate_layout(layout, head(h1), head(h2))
-
-        def tau_of(a, b, mlp=mlp):
-            u = mlp.second(torch.relu(mlp.first(torch.cat([a, b]))))[0]
-            return module.iota + module.eta * torch.sigmoid(u)
-
-        def logit(s, t):
-            omega = module.proj_dim / 2 * torch.log(t) + 1 / t
-            return s / t - module.beta * omega
-
-        losses = []
-        for group in groups:
-            for an in group:
-                pos = logit(an.s_pos, tau_of(an.a, an.p))
-                negs = [logit(s, tau_of(an.a, x)) for s, x in zip(an.s_neg, an.negs)]
-                if module.negatives == "lse":
-                    pool = negs if decoupled else negs + [pos]
-                    losses.append(-pos + torch.log(sum(torch.exp(x) for x in pool)))
-                else:
-                    cands = list(zip(an.s_neg, negs)) + ([] if decoupled else [(an.s_pos, pos)])
-                    hardest = max(cands, key=lambda t: float(t[0].detach()))
-                    losses.append(-pos + hardest[1])
+        losses = [_amcl_anchor_loss(module, net, an, decoupled) for group in groups for an in group]
         per_head.append(torch.stack(losses))
     return torch.stack(per_head).sum(0)
+
+
+def _unit(x):
+    return x / x.norm()
+
+
+def _amcl_anchor_loss(module, net, an, decoupled):
+    omega = lambda t: module.proj_dim / 2 * torch.log(t) + 1 / t  # noqa: E731
+    if module.form == "anchor":
+        u = net.second(torch.relu(net.first(_unit(an.a))))[0]
+        t = module.tau * module.tau_range ** torch.tanh(u)
+        pool = [s / t for s in an.s_neg] + ([] if decoupled else [an.s_pos / t])
+        return -an.s_pos / t + torch.log(sum(torch.exp(x) for x in pool))
+    if module.form == "topk":
+        def tau(a, b):
+            score = (net.phi(_unit(a)) * net.phi(_unit(b))).sum()
+            return module.eta + module.iota / (1 + torch.exp(score))  # sigmoid(-score)
+
+        top = sorted(zip(an.s_neg, an.negs), key=lambda t: -float(t[0].detach()))[: module.topk]
+        taus = [tau(an.a, x) for _, x in top]
+        t_pos = tau(an.a, an.p)
+        out = -an.s_pos / t_pos + sum(s / t for (s, _), t in zip(top, taus)) / len(top)
+        return out + module.beta * (omega(t_pos) - sum(torch.log(t) + 1 / t for t in taus))
+
+    def logit(s, b):
+        u = net.second(torch.relu(net.first(torch.cat([an.a, b]))))[0]
+        t = module.eta + module.iota * torch.sigmoid(u)
+        return s / t - module.beta * omega(t)
+
+    pos = logit(an.s_pos, an.p)
+    negs = [logit(s, x) for s, x in zip(an.s_neg, an.negs)]
+    if module.negatives == "lse":
+        pool = negs if decoupled else negs + [pos]
+        return -pos + torch.log(sum(torch.exp(x) for x in pool))
+    cands = list(zip(an.s_neg, negs)) + ([] if decoupled else [(an.s_pos, pos)])
+    return -pos + max(cands, key=lambda t: float(t[0].detach()))[1]

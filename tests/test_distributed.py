@@ -143,11 +143,14 @@ def _ddp_rank(rank, world, loss_name, loss_kwargs):
         ("infonce", {}),
         ("macl", {}),
         ("learnable", {"init_tau": 0.2}),
-        ("amcl", {"negatives": "lse"}),
-        ("amcl", {"negatives": "max"}),
+        ("amcl", {}),
+        ("amcl", {"form": "mle"}),
+        ("amcl", {"form": "eq2.1"}),
+        ("amcl", {"form": "topk", "topk": 3}),
         ("dual_temperature", {"layout": "cross_view", "symmetric": True}),
     ],
 )
+@pytest.mark.filterwarnings("ignore:amcl form")
 def test_ddp_parameter_gradients_equal_single_process(loss_name, loss_kwargs):
     results = run_distributed(_ddp_rank, loss_name, loss_kwargs)
     x1, x2, _, _ = _data(1)

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import cl_plugins as clp
+from cl_plugins.losses.amcl import FORMS
 
 DTYPES = [torch.bfloat16, torch.float16]
 # every registered strategy at a host τ of 0.02, and at each of its papers' presets (AMCL, whose heads need
@@ -44,10 +45,11 @@ def test_autocast_is_finite(dtype, name, kwargs, layout):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("negatives", ["max", "lse"])
-def test_amcl_autocast_is_finite(dtype, negatives):
+@pytest.mark.parametrize("form", list(FORMS))
+@pytest.mark.filterwarnings("ignore:amcl form")
+def test_amcl_autocast_is_finite(dtype, form):
     torch.manual_seed(0)
-    loss_fn = clp.build_loss("amcl", dim=16, heads=2, proj_dim=8, hidden=16, negatives=negatives)
+    loss_fn = clp.build_loss("amcl", dim=16, heads=2, proj_dim=8, hidden=16, form=form)
     x = torch.randn(16, 16)
     with torch.autocast("cpu", dtype=dtype):
         loss = loss_fn(x, x + 1e-3 * torch.randn_like(x))

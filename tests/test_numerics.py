@@ -10,7 +10,8 @@ import torch
 
 import cl_plugins as clp
 
-# AMCL's heads act on the raw features, so its loss is not scale-invariant (issue 17 changes that)
+# AMCL's heads (with biases) act on the backbone features, so scaling those changes its projections' directions;
+# scaling its projections changes nothing (tests/test_amcl_properties.py, property b)
 INVARIANT = [n for n in clp.available_losses() if clp.get_loss_class(n).feature_dim_arg is None]
 LAYOUTS = ["simclr", "cross_view", "queue"]
 SCALES = {torch.float64: [1e-150, 1e-14, 1.0, 1e20, 1e150], torch.float32: [1e-30, 1e-13, 1.0, 1e18, 1e30]}
@@ -93,7 +94,7 @@ def test_queue_refuses_non_finite_and_zero_keys_and_accepts_tiny_ones():
 @pytest.mark.parametrize("name", [n for n in clp.available_losses() if clp.get_loss_class(n).host_temperature(1.0)])
 def test_temperatures_outside_the_usable_range_are_refused(name, value):
     with pytest.raises(ValueError, match="must be a"):
-        clp.build_host_loss(name, host_tau=value)
+        clp.build_host_loss(name, host_tau=value, feature_dim=8)
 
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), 1e300])

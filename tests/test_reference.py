@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import cl_plugins as clp
+from cl_plugins.losses.amcl import FORMS
 from tests import reference as ref
 
 N, D, K = 5, 4, 7
@@ -105,27 +106,33 @@ def test_hard_negative_weight_is_a_logit_bias():
     torch.testing.assert_close(ours, expected, rtol=1e-10, atol=1e-10)
 
 
+#: per form, arguments away from the defaults (a box of moderate temperatures, a top-k below the negatives)
+AMCL_FORMS = {
+    "anchor": dict(tau=0.3, tau_range=3.0),
+    "eq2.1": dict(eta=0.05, iota=1.0, beta=0.1),
+    "mle": dict(eta=0.05, iota=1.0, beta=0.1, chunk_elements=16),  # several chunks in the pair MLP
+    "topk": dict(eta=0.05, iota=1.0, beta=0.1, topk=3),
+}
+
+
+def test_every_amcl_form_has_a_reference_case():
+    assert set(AMCL_FORMS) == set(FORMS)
+
+
 @pytest.mark.parametrize("layout", ["simclr", "cross_view"])
-@pytest.mark.parametrize("negatives", ["max", "lse"])
+@pytest.mark.parametrize("form", list(AMCL_FORMS))
 @pytest.mark.parametrize("decoupled", [True, False])
-def test_amcl_matches_reference(layout, negatives, decoupled):
+@pytest.mark.filterwarnings("ignore:amcl form")
+def test_amcl_matches_reference(layout, form, decoupled):
+    if form == "topk" and not decoupled:
+        pytest.skip("the top-k form keeps the positive out of the denominator")
     torch.manual_seed(0)
-    loss_fn = clp.build_loss(
-        "amcl",
-        dim=6,
-        heads=2,
-        proj_dim=3,
-        hidden=8,
-        temperature_hidden=5,
-        negatives=negatives,
-        layout=layout,
-        decoupled=decoupled,
-        reduction="none",
-        beta=0.1,
-        eta=1.0,
-        iota=0.05,
-        chunk_elements=16,  # several chunks in the pair MLP
-    ).double()
+    loss_fn = clp.build_loss("amcl", dim=6, heads=2, proj_dim=3, hidden=8, temperature_hidden=5, form=form,
+                             layout=layout, decoupled=decoupled, reduction="none", share_temperature_mlp=False,
+                             **AMCL_FORMS[form]).double()  # fmt: skip
+    if form == "anchor":  # its last layer starts at zero (every anchor at tau): give each anchor its own
+        for net in loss_fn.temperature_nets:
+            torch.nn.init.normal_(net.second.weight)
     h1 = torch.randn(N, 6, dtype=torch.float64, requires_grad=True)
     h2 = torch.randn(N, 6, dtype=torch.float64, requires_grad=True)
     ours = loss_fn(h1, h2)

@@ -1,57 +1,74 @@
-"""AMCL: adaptive multi-head contrastive learning with learned per-pair temperatures.
+"""AMCL: adaptive multi-head contrastive learning, in a form that learns and in the paper's forms.
 
-C projection heads map backbone features to z^c. For each head, a temperature network gives
-every (anchor i, candidate j) pair its own temperature
+C projection heads replace the host's projection head: each maps backbone features to z^c, and the
+loss sums the heads. What differs between the forms is where the temperatures live and how the
+negatives enter (s = cosine similarity, Omega(tau) = (d'/2) log tau + 1/tau, d' = ``proj_dim``):
 
-    tau_ij^c = iota + eta * sigmoid(MLP_c([z_i^c ; z_j^c]))      in [iota, iota + eta]
+``form="anchor"`` (default, ours): one temperature per anchor and head, tau_i^c = tau * r^tanh(g(unit(z_i^c))),
+log-sum-exp with the positive in the denominator (appendix Eq. 9)::
 
-and with Omega(tau) = (d'/2) log tau + 1/tau (d' = proj_dim) the pair logit is
+    L_i^c = -s_ip / tau_i + log sum_{j in {p} U negatives} exp(s_ij / tau_i)
 
-    l_ij^c = s_ij^c / tau_ij^c - beta * Omega(tau_ij^c).
+With one temperature per row, beta * Omega(tau_i) shifts every logit of the row alike and cancels: the
+form has no beta. The loss is >= 0, the temperatures cannot tell the positive from a negative (a
+temperature blind to the candidate cannot lower the loss below each anchor's best constant), and
+the network reads L2-normalised projections (scaling them changes nothing). It starts at the host's
+InfoNCE (tau_i = tau) and stays within [tau / r, tau * r].
 
-Per anchor and head (paper Eq. 2.1, ``negatives="max"``, n* = argmax_n s_in^c):
+The paper's forms (each warns when built: its temperatures alone lower the loss, see
+``docs/strategies.md``), with the pair logit l_ij = s_ij / tau_ij - beta * Omega(tau_ij):
 
-    L_i^c = -l_ip^c + l_in*^c
-          = -s_ip/tau_ip + beta Omega(tau_ip) + s_in*/tau_in* - beta Omega(tau_in*)
+* ``form="eq2.1"``, the README table's Eq. 2.1: L_i = -l_ip + l_in*, n* = argmax_n s_in, per-pair
+  tau_ij = eta + iota * sigmoid(MLP([z_i; z_j])) on raw projections (the 2024 official snapshot).
+* ``form="mle"``, appendix Eq. 7 (the MLE Eq. 2.1 approximates): L_i = -l_ip + LSE_n l_in, same temperatures.
+  ``decoupled=False`` puts the positive into the max / LSE (Eq. 2.4 / Eq. 9).
+* ``form="topk"``, the authors' current code (LeiWangR/cl ``AMCLNTXentLoss``): tau_ij = eta + iota *
+  sigmoid(-phi(unit(z_i)) . phi(unit(z_j))), and over the k most similar negatives K_i::
 
-and its soft form (the MLE of the appendix, Eq. 6-7, ``negatives="lse"``):
+      L_i = -s_ip / tau_ip + mean_{k in K_i} s_ik / tau_ik + beta * Omega(tau_ip)
+            - beta * sum_{k in K_i} (log tau_ik + 1 / tau_ik)
 
-    L_i^c = -l_ip^c + LSE_n l_in^c.
-
-Both are decoupled (negatives only in the denominator); ``decoupled=False`` gives the InfoNCE
-variant (Eq. 2.4 / appendix Eq. 9) with the positive inside the max / LSE. Heads are summed.
-
-The temperature MLP takes the raw (un-normalised) head projections, as the official code
-does; its first layer is split (W[z_i; z_j] = Wa z_i + Wb z_j) and the LSE form evaluates it
-chunk by chunk (:mod:`cl_plugins.losses.amcl_kernel`), recomputing chunks in backward: no
-[A, M, hidden] tensor is ever built and no [A, M] tensor is kept for backward.
+In the paper's notation eta is the floor of the temperatures and iota their span.
 
 Paper: Wang, Koniusz, Gedeon, Zheng, "Adaptive Multi-head Contrastive Learning" (ECCV 2024).
-The official code does not run and trains a positives-only loss; this is Eq. 2.1 / 6-9.
 
 Example::
 
-    loss_fn = AMCLLoss(dim=512, heads=3, proj_dim=128)      # takes backbone features
-    loss = loss_fn(h1, h2)                                  # h1, h2: [N, 512]
+    loss_fn = AMCLLoss(dim=512, heads=3, proj_dim=128, tau=0.2)   # backbone features in, heads inside
+    loss = loss_fn(h1, h2)                                        # h1, h2: [N, 512]
     opt = torch.optim.SGD(list(backbone.parameters()) + list(loss_fn.parameters()), lr=0.06)
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+import warnings
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
 from ..base import ContrastiveLoss
 from ..layouts import PairBlock
-from ..pairs import Pairs
+from ..pairs import Pairs, softplus
 from ..registry import register_loss
 from ..validation import check_choice, check_feature_dim, check_pair, check_range, check_temperature
 from .amcl_kernel import amcl_negative_lse, rowwise_scores
+from .amcl_temperatures import AnchorTemperature, BilinearTemperature, PairTemperatureMLP
 
-NEGATIVE_MODES = ("max", "lse")
+#: per form: where its temperatures live, its negatives, and its defaults (the paper's forms: the
+#: official code's values, the 2024 snapshot for eq2.1 / mle, the current code's run config for topk)
+FORMS: dict[str, dict[str, Any]] = {
+    "anchor": dict(temperatures="anchor", negatives="lse", decoupled=False, share_temperature_mlp=True),
+    "eq2.1": dict(temperatures="pair", negatives="max", decoupled=True, share_temperature_mlp=False,
+                  eta=1e-5, iota=2.0 - 1e-5, beta=0.1),  # fmt: skip
+    "mle": dict(temperatures="pair", negatives="lse", decoupled=True, share_temperature_mlp=False,
+                eta=1e-5, iota=2.0 - 1e-5, beta=0.1),  # fmt: skip
+    "topk": dict(temperatures="bilinear", negatives="topk", decoupled=True, share_temperature_mlp=True,
+                 eta=1e-5, iota=2.0 - 1e-5, beta=1e-4, topk=100),  # fmt: skip
+}
+#: the forms whose temperatures can lower the loss by themselves (they warn when built)
+DEGENERATE_FORMS = ("eq2.1", "mle", "topk")
 
 
 def amcl_regulariser(tau: torch.Tensor, proj_dim: int) -> torch.Tensor:
@@ -59,43 +76,33 @@ def amcl_regulariser(tau: torch.Tensor, proj_dim: int) -> torch.Tensor:
     return 0.5 * proj_dim * torch.log(tau) + 1.0 / tau
 
 
-class TemperatureMLP(nn.Module):
-    """tau(z_i, z_j) = iota + eta * sigmoid(w2 . relu(Wa z_i + Wb z_j + b1) + b2)."""
-
-    def __init__(self, proj_dim: int, hidden: int, eta: float, iota: float) -> None:
-        super().__init__()
-        self.first = nn.Linear(2 * proj_dim, hidden)
-        self.second = nn.Linear(hidden, 1)
-        self.proj_dim, self.eta, self.iota = proj_dim, eta, iota
-
-    def split(self, anchors: torch.Tensor, candidates: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """First-layer halves: a = Wa z_i + b1 [A, H], b = Wb z_j [M, H]."""
-        dtype = torch.promote_types(anchors.dtype, torch.float32)
-        w = self.first.weight.to(dtype)
-        a = anchors.to(dtype) @ w[:, : self.proj_dim].T + self.first.bias.to(dtype)
-        b = candidates.to(dtype) @ w[:, self.proj_dim :].T
-        return a, b
-
-    def bound(self, u: torch.Tensor) -> torch.Tensor:
-        return self.iota + self.eta * torch.sigmoid(u + self.second.bias.to(u.dtype))
+def _check_int(name: str, value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return value
 
 
 @register_loss("amcl")
 class AMCLLoss(ContrastiveLoss):
-    """Multi-head contrastive loss with learned, bounded per-pair temperatures.
+    """Multi-head contrastive loss with learned temperatures; C heads on the backbone features.
 
     Args:
         dim: backbone feature dimension (input of the heads).
-        heads: number of projection heads C.
-        proj_dim: head output dimension d'.
-        hidden: hidden width of each projection head.
-        temperature_hidden: hidden width of each temperature MLP.
-        eta: width of the temperature range (> 0).
-        iota: lower bound of the temperature (> 0; it keeps the loss well posed).
-        beta: weight of the regulariser Omega (>= 0).
-        negatives: ``"max"`` (Eq. 2.1) or ``"lse"`` (soft form).
-        share_temperature_mlp: one temperature MLP for all heads instead of one per head.
-        chunk_elements: hidden values evaluated at once by the LSE form (memory knob).
+        heads: number of projection heads C (default: 3).
+        proj_dim: head output dimension d' (default: 128).
+        hidden: hidden width of each projection head (default: 512).
+        form: ``"anchor"`` (ours, learns), or the paper's ``"eq2.1"``, ``"mle"``, ``"topk"`` (default: "anchor").
+        tau: ``anchor``: the centre of the temperatures and their value at initialisation, the host's τ
+            (default: 0.2).
+        tau_range: ``anchor``: the factor r that bounds them, [tau / r, tau * r] (default: 2.0).
+        temperature_hidden: hidden width of the temperature network (default: 128).
+        eta: paper's forms: the floor of the temperatures (default: the form's, 1e-5).
+        iota: paper's forms: the span of the temperatures (default: the form's, 2 - 1e-5).
+        beta: paper's forms: the weight of Omega (default: 0.1; 1e-4 for ``topk``).
+        topk: ``topk``: negatives kept per anchor (default: 100).
+        share_temperature_mlp: one temperature network for all heads (default: True; False for
+            ``eq2.1`` / ``mle``, as the 2024 snapshot).
+        chunk_elements: hidden values evaluated at once by the ``mle`` form (memory knob).
         **kwargs: common options of :class:`~cl_plugins.base.ContrastiveLoss`; layouts
             ``simclr`` / ``grace`` / ``cross_view``.
 
@@ -103,13 +110,14 @@ class AMCLLoss(ContrastiveLoss):
         h1, h2: [N, dim] backbone features of the two views -> scalar (or [A]).
     """
 
-    default_decoupled = True
     feature_dim_arg = "dim"  # its heads are built on the embeddings
+    #: its C heads stand in for the host's projection head: hosts hand it the backbone features
+    replaces_projection_head: ClassVar[bool] = True
     layouts = ("simclr", "grace", "cross_view")  # a queue holds keys its heads never projected
 
     @classmethod
     def host_temperature(cls, tau: float) -> dict[str, Any]:
-        return {}  # its temperatures are learned within [iota, iota + eta]
+        return {"tau": tau}  # the centre of the default form's temperatures; the paper's forms ignore it
 
     def __init__(
         self,
@@ -117,42 +125,71 @@ class AMCLLoss(ContrastiveLoss):
         heads: int = 3,
         proj_dim: int = 128,
         hidden: int = 512,
+        form: str = "anchor",
+        tau: float = 0.2,
+        tau_range: float = 2.0,
         temperature_hidden: int = 128,
-        eta: float = 1.0,
-        iota: float = 0.05,
-        beta: float = 0.1,
-        negatives: str = "max",
-        share_temperature_mlp: bool = False,
+        eta: float | None = None,
+        iota: float | None = None,
+        beta: float | None = None,
+        topk: int | None = None,
+        share_temperature_mlp: bool | None = None,
         chunk_elements: int = 1 << 21,
         **kwargs: Any,
     ) -> None:
+        self.form = check_choice("form", form, tuple(FORMS))
+        given = dict(eta=eta, iota=iota, beta=beta, topk=topk, share_temperature_mlp=share_temperature_mlp)
+        spec = {**FORMS[self.form], **{k: v for k, v in given.items() if v is not None}}
+        kwargs.setdefault("decoupled", spec["decoupled"])
         super().__init__(**kwargs)
-        for name, value in (
-            ("dim", dim),
-            ("heads", heads),
-            ("proj_dim", proj_dim),
-            ("hidden", hidden),
-            ("temperature_hidden", temperature_hidden),
-            ("chunk_elements", chunk_elements),
-        ):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-        self.eta = check_temperature("eta", eta)  # the span of its temperatures
-        self.iota = check_temperature("iota", iota)
-        self.beta = check_range("beta", beta, 0.0, math.inf)
-        self.negatives = check_choice("negatives", negatives, NEGATIVE_MODES)
+        self._check_form_args(eta=eta, iota=iota, beta=beta, topk=topk)
+        sizes = dict(dim=dim, heads=heads, proj_dim=proj_dim, hidden=hidden, temperature_hidden=temperature_hidden)
+        for name, value in {**sizes, "chunk_elements": chunk_elements}.items():
+            _check_int(name, value)
+        self.temperatures, self.negatives = spec["temperatures"], spec["negatives"]
+        self.tau = check_temperature("tau", tau)
+        self.tau_range = check_range("tau_range", tau_range, 1.0, 1e3)
+        if self.form != "anchor":
+            self.eta = check_temperature("eta", spec["eta"])
+            self.iota = check_temperature("iota", spec["iota"])
+            self.beta = check_range("beta", spec["beta"], 0.0, math.inf)
+        self.topk = _check_int("topk", spec["topk"]) if self.form == "topk" else 0
         self.dim, self.proj_dim, self.chunk_elements = dim, proj_dim, chunk_elements
         self.heads = nn.ModuleList(
             nn.Sequential(nn.Linear(dim, hidden), nn.ReLU(inplace=True), nn.Linear(hidden, proj_dim))
             for _ in range(heads)
         )
-        n_mlps = 1 if share_temperature_mlp else heads
-        self.temperature_mlps = nn.ModuleList(
-            TemperatureMLP(proj_dim, temperature_hidden, self.eta, self.iota) for _ in range(n_mlps)
-        )
+        n_nets = 1 if spec["share_temperature_mlp"] else heads
+        self.temperature_nets = nn.ModuleList(self._temperature_net(temperature_hidden) for _ in range(n_nets))
+        if self.form in DEGENERATE_FORMS:
+            warnings.warn(
+                f"amcl form={self.form!r} is the paper's: its per-pair temperatures alone lower the loss (positives "
+                "cooled, negatives warmed) and training can collapse; form='anchor' learns (docs/strategies.md, AMCL)",
+                UserWarning,
+                stacklevel=3,
+            )
 
-    def temperature_mlp(self, head: int) -> TemperatureMLP:
-        return self.temperature_mlps[head % len(self.temperature_mlps)]
+    def _check_form_args(self, **given: Any) -> None:
+        if self.form == "topk" and not self.decoupled:
+            raise ValueError("amcl form='topk' keeps the positive out of the denominator: drop decoupled=False")
+        if self.form == "anchor":
+            wrong = [k for k, v in given.items() if v is not None]
+            why = "its beta * Omega cancels in each row and its temperatures are set by tau and tau_range"
+        else:
+            wrong = ["topk"] if given["topk"] is not None and self.form != "topk" else []
+            why = "topk belongs to form='topk'"
+        if wrong:
+            raise ValueError(f"amcl form={self.form!r} has no {', '.join(wrong)}: {why}")
+
+    def _temperature_net(self, hidden: int) -> nn.Module:
+        if self.temperatures == "anchor":
+            return AnchorTemperature(self.proj_dim, hidden, self.tau, self.tau_range)
+        if self.temperatures == "pair":
+            return PairTemperatureMLP(self.proj_dim, hidden, self.eta, self.iota)
+        return BilinearTemperature(self.proj_dim, hidden, self.eta, self.iota)
+
+    def temperature_net(self, head: int) -> nn.Module:
+        return self.temperature_nets[head % len(self.temperature_nets)]
 
     # ------------------------------------------------------------------ forward
     def forward(
@@ -167,10 +204,10 @@ class AMCLLoss(ContrastiveLoss):
         if self.check_inputs:
             check_pair(z1, z2, ("h1", "h2"))
             check_feature_dim(z1, self.dim, "h1", f"dim={self.dim}")
+            if hard_negatives is not None:
+                check_feature_dim(hard_negatives, self.dim, "hard_negatives", f"dim={self.dim}")
         self._stats = {}
         total: torch.Tensor | None = None
-        if self.check_inputs and hard_negatives is not None:
-            check_feature_dim(hard_negatives, self.dim, "hard_negatives", f"dim={self.dim}")
         for c, head in enumerate(self.heads):
             p1, p2 = head(z1), head(z2)
             hard = None if hard_negatives is None else head(hard_negatives)  # projected like the views
@@ -184,64 +221,90 @@ class AMCLLoss(ContrastiveLoss):
         self, sim: torch.Tensor, pos_mask: torch.Tensor, neg_mask: torch.Tensor | None = None
     ) -> torch.Tensor:
         raise TypeError(
-            "amcl's temperatures are a function of each pair's projected features, which a "
-            "similarity matrix does not carry; call loss_fn(h1, h2) with backbone features instead"
+            "amcl's temperatures are a function of each head's projections, which a similarity matrix "
+            "does not carry; call loss_fn(h1, h2) with backbone features instead"
         )
 
     def _head_block_loss(self, head: int, block: PairBlock) -> torch.Tensor:
         pairs = Pairs.from_block(block)
-        mlp = self.temperature_mlp(head)
+        net = self.temperature_net(head)
         with torch.autocast(device_type=block.anchors.device.type, enabled=False):
-            lazy = block.lazy()  # L2-normalised anchors / candidates, float32 or wider
-            a_n, c_n = lazy.anchors, lazy.candidates
-            pa, pb = mlp.split(block.anchors, block.candidates)
-            w2 = mlp.second.weight.to(pa.dtype)[0]
-            # the positive pair: -s_p / tau_p + beta * Omega(tau_p)
-            s_pos = lazy.positive(pairs.cols)
-            tau_pos = mlp.bound(rowwise_scores(pa, pb.index_select(0, pairs.cols), w2))
-            l_pos = s_pos / tau_pos - self.beta * amcl_regulariser(tau_pos, self.proj_dim)
-            if self.negatives == "lse":
-                exclude = pairs.exclude_cols if self.decoupled else pairs.exclude_cols[:, 1:]
-                lse, tau_stats = amcl_negative_lse(
-                    a_n,
-                    c_n,
-                    pa,
-                    pb,
-                    w2,
-                    mlp.second.bias.to(pa.dtype)[0],
-                    exclude if exclude.shape[1] else None,
-                    iota=self.iota,
-                    eta=self.eta,
-                    beta=self.beta,
-                    proj_dim=self.proj_dim,
-                    chunk_elements=self.chunk_elements,
-                )
-                n_terms = pairs.n_rows * (pairs.n_cols - (exclude.shape[1]))
-                self.record(tau_neg_mean=tau_stats[0] / n_terms, tau_min=tau_stats[1], tau_max=tau_stats[2])
-                loss = lse - l_pos
-            else:
-                # max: only the hardest candidate by raw similarity needs a temperature
-                with torch.no_grad():
-                    masked = pairs.negative_logits(a_n @ c_n.T)
-                    if not self.decoupled:
-                        masked.scatter_(1, pairs.cols[:, None], s_pos.detach()[:, None])
-                    hard = masked.argmax(dim=1)
-                s_hard = (a_n * c_n.index_select(0, hard)).sum(dim=1)
-                tau_hard = mlp.bound(rowwise_scores(pa, pb.index_select(0, hard), w2))
-                l_hard = s_hard / tau_hard - self.beta * amcl_regulariser(tau_hard, self.proj_dim)
-                with torch.no_grad():
-                    both = torch.cat([tau_pos, tau_hard])
-                    self.record(tau_neg_mean=tau_hard.mean(), tau_min=both.min(), tau_max=both.max())
-                loss = l_hard - l_pos
+            if self.temperatures == "anchor":
+                return self._anchor_loss(net, block, pairs)
+            if self.temperatures == "bilinear":
+                return self._topk_loss(net, block, pairs)
+            return self._pair_loss(net, block, pairs)
+
+    def _anchor_loss(self, net: AnchorTemperature, block: PairBlock, pairs: Pairs) -> torch.Tensor:
+        sim = block.cosine()
+        tau = net(block.anchors).to(sim.dtype)
+        d = pairs.d(sim / tau[:, None])
+        with torch.no_grad():
+            self.record_tau(tau)
+            self.record(alignment=pairs.positive(sim).mean())
+            self.record_d(d)
+        return d if self.decoupled else softplus(d)
+
+    def _topk_loss(self, net: BilinearTemperature, block: PairBlock, pairs: Pairs) -> torch.Tensor:
+        sim = block.cosine()
+        fa, fc = net.features(block.anchors), net.features(block.candidates)
+        s_pos = pairs.positive(sim)
+        tau_pos = net.bound((fa * fc.index_select(0, pairs.cols)).sum(dim=1))
+        negatives = pairs.negative_logits(sim)
+        k = min(self.topk, pairs.n_cols - pairs.exclude_cols.shape[1])
+        s_top, idx = negatives.topk(k, dim=1)
+        tau_top = net.bound((fa[:, None, :] * fc[idx]).sum(dim=-1))
+        reg_top = (torch.log(tau_top) + 1.0 / tau_top).sum(dim=1)
+        loss = -s_pos / tau_pos + (s_top / tau_top).mean(dim=1)
+        loss = loss + self.beta * (amcl_regulariser(tau_pos, self.proj_dim) - reg_top)
+        with torch.no_grad():
+            both = torch.cat([tau_pos, tau_top.flatten()])
+            self.record(alignment=s_pos.mean(), tau_pos_mean=tau_pos.mean(), tau_neg_mean=tau_top.mean(),
+                        tau_min=both.min(), tau_max=both.max())  # fmt: skip
+        return loss
+
+    def _pair_loss(self, mlp: PairTemperatureMLP, block: PairBlock, pairs: Pairs) -> torch.Tensor:
+        lazy = block.lazy()  # L2-normalised anchors / candidates, float32 or wider
+        a_n, c_n = lazy.anchors, lazy.candidates
+        pa, pb = mlp.split(block.anchors, block.candidates)
+        w2 = mlp.second.weight.to(pa.dtype)[0]
+        s_pos = lazy.positive(pairs.cols)
+        tau_pos = mlp.bound(rowwise_scores(pa, pb.index_select(0, pairs.cols), w2))
+        l_pos = s_pos / tau_pos - self.beta * amcl_regulariser(tau_pos, self.proj_dim)
+        if self.negatives == "lse":
+            exclude = pairs.exclude_cols if self.decoupled else pairs.exclude_cols[:, 1:]
+            lse, tau_stats = amcl_negative_lse(
+                a_n, c_n, pa, pb, w2, mlp.second.bias.to(pa.dtype)[0], exclude if exclude.shape[1] else None,
+                floor=self.eta, span=self.iota, beta=self.beta, proj_dim=self.proj_dim,
+                chunk_elements=self.chunk_elements,
+            )  # fmt: skip
+            n_terms = pairs.n_rows * (pairs.n_cols - exclude.shape[1])
+            self.record(tau_neg_mean=tau_stats[0] / n_terms, tau_min=tau_stats[1], tau_max=tau_stats[2])
+            loss = lse - l_pos
+        else:
+            # max: only the hardest candidate by raw similarity needs a temperature
+            with torch.no_grad():
+                masked = pairs.negative_logits(a_n @ c_n.T)
+                if not self.decoupled:
+                    masked.scatter_(1, pairs.cols[:, None], s_pos.detach()[:, None])
+                hard = masked.argmax(dim=1)
+            s_hard = (a_n * c_n.index_select(0, hard)).sum(dim=1)
+            tau_hard = mlp.bound(rowwise_scores(pa, pb.index_select(0, hard), w2))
+            l_hard = s_hard / tau_hard - self.beta * amcl_regulariser(tau_hard, self.proj_dim)
+            with torch.no_grad():
+                both = torch.cat([tau_pos, tau_hard])
+                self.record(tau_neg_mean=tau_hard.mean(), tau_min=both.min(), tau_max=both.max())
+            loss = l_hard - l_pos
         with torch.no_grad():
             self.record(alignment=s_pos.mean(), tau_pos_mean=tau_pos.mean())
         return loss
 
     def extra_repr(self) -> str:
-        return (
-            f"heads={len(self.heads)}, proj_dim={self.proj_dim}, eta={self.eta}, iota={self.iota}, "
-            f"beta={self.beta}, negatives={self.negatives!r}, " + super().extra_repr()
-        )
+        if self.form == "anchor":
+            own = f"tau={self.tau}, tau_range={self.tau_range}"
+        else:
+            own = f"eta={self.eta}, iota={self.iota}, beta={self.beta}" + (f", topk={self.topk}" if self.topk else "")
+        return f"form={self.form!r}, heads={len(self.heads)}, proj_dim={self.proj_dim}, {own}, " + super().extra_repr()
 
 
-__all__ = ["AMCLLoss", "TemperatureMLP", "amcl_regulariser"]
+__all__ = ["AMCLLoss", "DEGENERATE_FORMS", "FORMS", "amcl_regulariser"]

@@ -6,7 +6,7 @@ and bias ``w0``::
 
     s_ij   = a_i . c_j
     u_ij   = w . relu(pa_i + pb_j) + w0
-    tau_ij = iota + eta * sigmoid(u_ij)
+    tau_ij = eta + iota * sigmoid(u_ij)     (eta: floor, iota: span, the paper's roles)
     l_ij   = s_ij / tau_ij - beta * ((d'/2) log tau_ij + 1 / tau_ij)
     out_i  = log sum_{j not excluded} exp(l_ij)
 
@@ -24,12 +24,12 @@ NEG_INF = float("-inf")
 
 def _chunk(a, c, pa, pb, w, w0, exclude, start, stop, consts):  # type: ignore[no-untyped-def]
     """Similarities, relu'd hidden layer, sigmoid, temperatures and masked logits of rows [start, stop)."""
-    iota, eta, beta, half_d = consts
+    floor, span, beta, half_d = consts
     s = a[start:stop] @ c.T
     hidden = (pa[start:stop, None, :] + pb[None]).relu_()  # [r, M, H], the only large temporary
     u = hidden @ w + w0
     sig = torch.sigmoid(u)
-    tau = iota + eta * sig
+    tau = floor + span * sig
     logits = s / tau - beta * (half_d * torch.log(tau) + 1.0 / tau)
     if exclude is not None:
         logits.scatter_(1, exclude[start:stop], NEG_INF)
@@ -61,7 +61,7 @@ class _AMCLNegativeLSE(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad, _):  # type: ignore[override]
         a, c, pa, pb, w, w0, exclude, out = ctx.saved_tensors
-        iota, eta, beta, half_d = ctx.consts
+        _, span, beta, half_d = ctx.consts
         grads = [torch.zeros_like(t) for t in (a, c, pa, pb, w, w0)]
         g_a, g_c, g_pa, g_pb, g_w, g_w0 = grads
         for start in range(0, a.shape[0], ctx.rows):
@@ -70,7 +70,7 @@ class _AMCLNegativeLSE(torch.autograd.Function):
             q = torch.exp(logits - out[start:stop, None]).mul_(grad[start:stop, None])  # 0 where excluded
             g_s = q / tau
             # d l / d tau = -s / tau^2 - beta * (d'/2 / tau - 1 / tau^2)
-            g_u = q.mul_(-s / tau**2 - beta * (half_d / tau - 1.0 / tau**2)).mul_(eta * sig * (1 - sig))
+            g_u = q.mul_(-s / tau**2 - beta * (half_d / tau - 1.0 / tau**2)).mul_(span * sig * (1 - sig))
             g_w0 += g_u.sum()
             g_w += torch.einsum("rmh,rm->h", hidden, g_u)
             # relu'(x) is 1 exactly where relu(x) > 0: turn the buffer into that mask, in place
@@ -91,8 +91,8 @@ def amcl_negative_lse(
     w0: torch.Tensor,
     exclude: torch.Tensor | None,
     *,
-    iota: float,
-    eta: float,
+    floor: float,
+    span: float,
     beta: float,
     proj_dim: int,
     chunk_elements: int,
@@ -103,7 +103,7 @@ def amcl_negative_lse(
         a: [A, D]; c: [M, D]; pa: [A, H]; pb: [M, H]; w: [H]; w0: []; exclude: [A, k] or None
         -> ([A], [3]).
     """
-    consts = (iota, eta, beta, 0.5 * proj_dim)
+    consts = (floor, span, beta, 0.5 * proj_dim)
     return _AMCLNegativeLSE.apply(a, c, pa, pb, w, w0, exclude, consts, chunk_elements)
 
 
