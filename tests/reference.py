@@ -195,6 +195,7 @@ def _amcl_anchor_loss(module, net, an, decoupled):
         pool = [s / t for s in an.s_neg] + ([] if decoupled else [an.s_pos / t])
         return -an.s_pos / t + torch.log(sum(torch.exp(x) for x in pool))
     if module.form == "topk":
+
         def tau(a, b):
             score = (net.phi(_unit(a)) * net.phi(_unit(b))).sum()
             return module.eta + module.iota / (1 + torch.exp(score))  # sigmoid(-score)

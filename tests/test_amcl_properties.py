@@ -29,7 +29,7 @@ CASES: dict[str, tuple[dict, tuple[bool, bool, bool]]] = {
     "anchor": (dict(form="anchor"), (True, True, True)),
     "eq2.1": (dict(form="eq2.1"), (False, False, False)),
     "mle": (dict(form="mle"), (False, False, False)),
-    "topk": (dict(form="topk"), (True, True, False)),  # normalised, but its negatives' -beta/tau is unbounded in the box
+    "topk": (dict(form="topk"), (True, True, False)),  # normalised input, but -beta/tau of negatives in the box
     "2024-default": (dict(form="eq2.1", eta=0.05, iota=1.0, beta=0.1), (False, False, False)),
 }
 

@@ -60,12 +60,34 @@ from .amcl_temperatures import AnchorTemperature, BilinearTemperature, PairTempe
 #: official code's values, the 2024 snapshot for eq2.1 / mle, the current code's run config for topk)
 FORMS: dict[str, dict[str, Any]] = {
     "anchor": dict(temperatures="anchor", negatives="lse", decoupled=False, share_temperature_mlp=True),
-    "eq2.1": dict(temperatures="pair", negatives="max", decoupled=True, share_temperature_mlp=False,
-                  eta=1e-5, iota=2.0 - 1e-5, beta=0.1),  # fmt: skip
-    "mle": dict(temperatures="pair", negatives="lse", decoupled=True, share_temperature_mlp=False,
-                eta=1e-5, iota=2.0 - 1e-5, beta=0.1),  # fmt: skip
-    "topk": dict(temperatures="bilinear", negatives="topk", decoupled=True, share_temperature_mlp=True,
-                 eta=1e-5, iota=2.0 - 1e-5, beta=1e-4, topk=100),  # fmt: skip
+    "eq2.1": dict(
+        temperatures="pair",
+        negatives="max",
+        decoupled=True,
+        share_temperature_mlp=False,
+        eta=1e-5,
+        iota=2.0 - 1e-5,
+        beta=0.1,
+    ),  # fmt: skip
+    "mle": dict(
+        temperatures="pair",
+        negatives="lse",
+        decoupled=True,
+        share_temperature_mlp=False,
+        eta=1e-5,
+        iota=2.0 - 1e-5,
+        beta=0.1,
+    ),  # fmt: skip
+    "topk": dict(
+        temperatures="bilinear",
+        negatives="topk",
+        decoupled=True,
+        share_temperature_mlp=True,
+        eta=1e-5,
+        iota=2.0 - 1e-5,
+        beta=1e-4,
+        topk=100,
+    ),  # fmt: skip
 }
 #: the forms whose temperatures can lower the loss by themselves (they warn when built)
 DEGENERATE_FORMS = ("eq2.1", "mle", "topk")

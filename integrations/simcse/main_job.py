@@ -16,7 +16,6 @@ lr 3e-5, one epoch, max length 32, [CLS] with MLP in training only, evaluation e
 full ``test``-mode transfer probes); meant for a GPU machine with the hub and the full data.
 """
 
-
 from __future__ import annotations
 
 import argparse
@@ -171,7 +170,6 @@ def main(argv: list[str] | None = None) -> None:
 def evaluate_with(job: Job, tasks: str, model: str | Path) -> dict:
     """SimCSE's STS + transfer table of ``model`` under the job's pooler, mode and transfer limit."""
     return engine.evaluate(load_encoder(model, job.eval_pooler), tasks, job.mode, transfer_limit=job.transfer_limit)
-
 
 
 if __name__ == "__main__":

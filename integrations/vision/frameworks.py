@@ -31,6 +31,7 @@ import cl_plugins as clp
 FRAMEWORKS = ("simclr", "simco", "mocov2", "simmoco")
 LAYOUT = {"simclr": "simclr", "simco": "cross_view", "mocov2": "queue", "simmoco": "cross_view"}
 
+
 def projection_head(in_dim: int, hidden: int = 512, out_dim: int = 128, batch_norm: bool = True) -> nn.Sequential:
     """SimCLR's head: Linear → (BN) → ReLU → Linear (→ BN, as in the DySTreSS CIFAR code)."""
     layers: list[nn.Module] = [nn.Linear(in_dim, hidden, bias=not batch_norm)]

@@ -65,7 +65,9 @@ def _msc():
     model = torch.nn.Module()
     model.backbone = torch.nn.Linear(6, 10)
     x = torch.randn(8, 6)
-    step = lambda m: module.contrastive_loss(m.backbone(x.to(m.backbone.weight)), m.backbone(x.to(m.backbone.weight) + 0.1))  # noqa: E731,E501
+    step = lambda m: module.contrastive_loss(
+        m.backbone(x.to(m.backbone.weight)), m.backbone(x.to(m.backbone.weight) + 0.1)
+    )  # noqa: E731,E501
 
     def patch(target, loss, **kw):
         return patch_msc(module, loss, model=target, feature_dim=10, **kw)

@@ -93,9 +93,31 @@ def test_epoch_trainer_killed_in_a_save_resumes_to_the_uninterrupted_result(grap
 
 
 def _simcse_cmd(root: Path, out: Path, *extra: str) -> list[str]:
-    args = ["--model", str(root / "bert"), "--train_file", str(root / "train.txt"), "--output_dir", str(out),
-            "--batch_size", "4", "--max_seq_length", "16", "--learning_rate", "1e-3", "--max_steps", "4",
-            "--save_steps", "1", "--eval_steps", "0", "--seed", "7", "--log_with", "none", "--no-progress"]
+    args = [
+        "--model",
+        str(root / "bert"),
+        "--train_file",
+        str(root / "train.txt"),
+        "--output_dir",
+        str(out),
+        "--batch_size",
+        "4",
+        "--max_seq_length",
+        "16",
+        "--learning_rate",
+        "1e-3",
+        "--max_steps",
+        "4",
+        "--save_steps",
+        "1",
+        "--eval_steps",
+        "0",
+        "--seed",
+        "7",
+        "--log_with",
+        "none",
+        "--no-progress",
+    ]
     return [sys.executable, "-m", "integrations.simcse.train", *args, *extra]
 
 
