@@ -12,7 +12,7 @@ Example::
 from . import losses
 from .base import ContrastiveLoss
 from .distributed import gather_with_grad, is_distributed, scale_gradient, world_size
-from .host import build_host_loss
+from .host import build_host_loss, owns_projection_head
 from .layouts import LAYOUTS, PairBlock, build_blocks
 from .losses import *  # noqa: F403
 from .optim import after_optimizer_step, param_groups
@@ -35,6 +35,7 @@ __all__ = [
     "get_loss_class",
     "is_distributed",
     "losses",
+    "owns_projection_head",
     "param_groups",
     "register_loss",
     "scale_gradient",

@@ -59,6 +59,9 @@ class ContrastiveLoss(nn.Module):
     decouplable: ClassVar[bool] = True
     #: the constructor argument that takes the width of the embeddings it receives (AMCL's ``dim``)
     feature_dim_arg: ClassVar[str | None] = None
+    #: the strategy brings its own projection heads (AMCL): a host hands it backbone features, not the output of
+    #: its own projection head (see :func:`cl_plugins.owns_projection_head`)
+    replaces_projection_head: ClassVar[bool] = False
     #: the papers' settings per modality (``"vision"``, ``"simcse"``), for ``build_host_loss(preset=...)``
     presets: ClassVar[dict[str, dict[str, Any]]] = {}
     #: the pair layouts the strategy supports

@@ -10,8 +10,24 @@ from __future__ import annotations
 
 from typing import Any
 
+from torch import nn
+
 from .base import ContrastiveLoss
 from .registry import available_losses, build_loss, get_loss_class
+
+
+def owns_projection_head(loss: str | nn.Module, keep_host_head: bool = False) -> bool:
+    """Whether a host should feed ``loss`` its backbone features instead of its projection head's output.
+
+    True for strategies that declare ``replaces_projection_head`` (AMCL's C heads stand in for the host's
+    head, as in the paper), unless ``keep_host_head``.
+
+    Example::
+
+        head = nn.Identity() if clp.owns_projection_head(loss_fn) else projection_head(feature_dim)
+    """
+    cls = get_loss_class(loss) if isinstance(loss, str) else type(loss)
+    return bool(getattr(cls, "replaces_projection_head", False)) and not keep_host_head
 
 
 def known_presets() -> set[str]:

@@ -7,7 +7,7 @@ import ast
 import functools
 import sys
 from collections.abc import Callable
-from dataclasses import MISSING, fields
+from dataclasses import MISSING, field, fields
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -15,6 +15,12 @@ F = TypeVar("F", bound=Callable[..., Any])
 #: the errors a user's input causes (arguments, data files, checkpoints, output folders): one line, no traceback
 USER_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError, EOFError,
                FloatingPointError)  # fmt: skip
+
+
+def host_head_field() -> Any:
+    """The ``--host_head`` flag of every trainer whose host has a projection head."""
+    help_ = "keep the host's projection head for a strategy that brings its own (AMCL's heads replace it by default)"
+    return field(default=False, metadata={"help": help_})
 
 
 def new_parser(description: str | None) -> argparse.ArgumentParser:

@@ -26,7 +26,7 @@ from torch import nn
 
 import cl_plugins as clp
 from integrations.common.accelerate_setup import make_accelerator, start_tracking
-from integrations.common.cli import one_line_errors, parse_config
+from integrations.common.cli import host_head_field, one_line_errors, parse_config
 from integrations.common.results import mean_std, write_json
 from integrations.common.run_guard import guarded
 
@@ -55,14 +55,19 @@ def drop_feature(x: torch.Tensor, p: float) -> torch.Tensor:
 class GRACE(nn.Module):
     """Encoder + projection head + cl-plugins loss in the GRACE layout; ``forward(data)`` is the loss."""
 
-    def __init__(self, encoder: GCNEncoder, hidden: int, proj_hidden: int, loss_fn: nn.Module, drops: tuple) -> None:
+    def __init__(self, encoder: GCNEncoder, hidden: int, proj_hidden: int, loss_fn: nn.Module, drops: tuple,
+                 host_head: bool = True) -> None:  # fmt: skip
         super().__init__()
         self.encoder = encoder
-        self.fc1, self.fc2 = nn.Linear(hidden, proj_hidden), nn.Linear(proj_hidden, hidden)
+        self.fc1 = self.fc2 = None
+        if host_head:
+            self.fc1, self.fc2 = nn.Linear(hidden, proj_hidden), nn.Linear(proj_hidden, hidden)
         self.loss_fn = loss_fn
         self.drop_edge_1, self.drop_edge_2, self.drop_feature_1, self.drop_feature_2 = drops
 
     def projection(self, z: torch.Tensor) -> torch.Tensor:
+        if self.fc1 is None or self.fc2 is None:  # the strategy projects (AMCL's heads)
+            return z
         return self.fc2(F.elu(self.fc1(z)))
 
     def view(self, data: Any, p_edge: float, p_feature: float) -> torch.Tensor:
@@ -102,6 +107,7 @@ class GraceConfig:
     eval_seeds: int = field(default=20, metadata={"help": "classifier splits / seeds per trained encoder"})
     split: str = field(default="both", metadata={"help": "evaluation split: random (10/10/80), public or both"})
     output_dir: str = field(default="outputs/grace", metadata={"help": "checkpoints, embeddings, results.json"})
+    host_head: bool = host_head_field()
     resume: bool = field(default=False, metadata={"help": "continue each seed from its last checkpoint"})
     overwrite: bool = field(default=False, metadata={"help": "replace what --output_dir holds (default: refuse)"})
     log_with: str = field(default="tensorboard", metadata={"help": "Accelerate tracker (tensorboard, wandb, none)"})
@@ -125,7 +131,8 @@ def build_model(config: GraceConfig, num_features: int) -> GRACE:
                                   feature_dim=s["hidden"], **config.loss_args)  # fmt: skip
     encoder = GCNEncoder(num_features, s["hidden"], s["activation"])
     drops = (s["drop_edge_1"], s["drop_edge_2"], s["drop_feature_1"], s["drop_feature_2"])
-    return GRACE(encoder, s["hidden"], s["proj_hidden"], loss_fn, drops)
+    host_head = not clp.owns_projection_head(loss_fn, config.host_head)
+    return GRACE(encoder, s["hidden"], s["proj_hidden"], loss_fn, drops, host_head)
 
 
 def evaluate_embeddings(emb: np.ndarray, graph: Any, split: str, eval_seeds: int) -> dict[str, Any]:

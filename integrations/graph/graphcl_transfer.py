@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 import cl_plugins as clp
 from integrations.common import atomic
 from integrations.common.accelerate_setup import make_accelerator, start_tracking
-from integrations.common.cli import one_line_errors, parse_config
+from integrations.common.cli import host_head_field, one_line_errors, parse_config
 from integrations.common.results import mean_std, write_json
 from integrations.common.run_guard import guarded
 
@@ -70,6 +70,7 @@ class TransferConfig:
         default="", metadata={"help": "folder holding dataset/ and zinc/ (default $CL_PLUGINS_DATA/molecules)"}
     )
     output_dir: str = field(default="outputs/graphcl_transfer", metadata={"help": "checkpoints, models, results.json"})
+    host_head: bool = host_head_field()
     resume: bool = field(default=False, metadata={"help": "continue pre-training from its last epoch checkpoint"})
     overwrite: bool = field(default=False, metadata={"help": "replace what --output_dir holds (default: refuse)"})
     log_with: str = field(default="tensorboard", metadata={"help": "Accelerate tracker (tensorboard, wandb, none)"})
@@ -85,7 +86,8 @@ def build_pretrain_model(config: TransferConfig) -> GraphCL:
     augs = [
         None if a == "none" else GraphAugmentor(a, config.aug_ratio, mask_token) for a in (config.aug1, config.aug2)
     ]
-    return GraphCL(gnn, projection_head(config.emb_dim), loss_fn, *augs)
+    head = nn.Identity() if clp.owns_projection_head(loss_fn, config.host_head) else projection_head(config.emb_dim)
+    return GraphCL(gnn, head, loss_fn, *augs)
 
 
 def pretrain(config: TransferConfig) -> dict[str, torch.Tensor]:

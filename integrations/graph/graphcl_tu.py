@@ -19,10 +19,11 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch import nn
 
 import cl_plugins as clp
 from integrations.common.accelerate_setup import make_accelerator, start_tracking
-from integrations.common.cli import one_line_errors, parse_config
+from integrations.common.cli import host_head_field, one_line_errors, parse_config
 from integrations.common.results import mean_std, write_json
 from integrations.common.run_guard import guarded
 
@@ -56,6 +57,7 @@ class TUConfig:
     eval_folds: int = field(default=10, metadata={"help": "outer folds of the SVM evaluation"})
     svm_search: bool = field(default=True, metadata={"help": "grid-search C (GraphCL's search=True)"})
     output_dir: str = field(default="outputs/graphcl_tu", metadata={"help": "checkpoints, embeddings, results.json"})
+    host_head: bool = host_head_field()
     resume: bool = field(default=False, metadata={"help": "continue each seed from its last epoch checkpoint"})
     overwrite: bool = field(default=False, metadata={"help": "replace what --output_dir holds (default: refuse)"})
     log_with: str = field(default="tensorboard", metadata={"help": "Accelerate tracker (tensorboard, wandb, none)"})
@@ -68,7 +70,8 @@ def build_model(config: TUConfig, num_features: int) -> GraphCL:
     loss_fn = clp.build_host_loss(config.loss, host_tau=config.tau, host_decoupled=True, layout="cross_view",
                                   feature_dim=dim, **config.loss_args)  # fmt: skip
     augment = GraphAugmentor(config.aug, config.aug_ratio)
-    return GraphCL(encoder, projection_head(dim), loss_fn, augment_1=None, augment_2=augment)
+    head = nn.Identity() if clp.owns_projection_head(loss_fn, config.host_head) else projection_head(dim)
+    return GraphCL(encoder, head, loss_fn, augment_1=None, augment_2=augment)
 
 
 def run_seed(config: TUConfig, seed: int, dataset: Any) -> dict[str, Any]:

@@ -86,7 +86,7 @@ def build_model(config: MabelConfig) -> MabelModel:
     return MabelModel.from_pretrained(
         config.model, build_strategy(config), do_mlm=True, config_overrides=dropout_overrides(config),
         align_weight=config.align_weight, align_temp=config.align_temp, pooler=config.pooler,
-        mlm_weight=config.mlm_weight,
+        mlm_weight=config.mlm_weight, keep_host_head=config.host_head,
     )  # fmt: skip
 
 

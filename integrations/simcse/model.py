@@ -20,6 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+import cl_plugins as clp
+
 POOLERS = ("cls", "cls_before_pooler", "avg", "avg_top2", "avg_first_last")
 
 
@@ -63,6 +65,8 @@ class MabelHead(nn.Module):
 
 #: heads over [CLS] for the ``cls`` pooler, by name
 HEADS: dict[str, type[nn.Module]] = {"simcse": MLPHead, "mabel": MabelHead}
+#: the head name of a model whose strategy projects (AMCL's heads replace the host's)
+NO_HEAD = "none"
 
 
 class SimCSEModel(nn.Module):
@@ -74,7 +78,9 @@ class SimCSEModel(nn.Module):
         loss_fn: any cl-plugins loss; SimCSE's layout is ``cross_view`` (z1 anchors vs z2).
         pooler: one of :data:`POOLERS`.
         mlp_only_train: use the MLP in training only (unsupervised SimCSE).
-        head: the head of the ``cls`` pooler, a name in :data:`HEADS` (``simcse``: Linear + Tanh).
+        head: the head of the ``cls`` pooler, a name in :data:`HEADS` (``simcse``: Linear + Tanh) or
+            :data:`NO_HEAD`.
+        keep_host_head: keep ``head`` under a strategy with its own heads (AMCL's replace it by default).
         do_mlm / mlm_weight: MLM auxiliary objective on ``mlm_input_ids`` / ``mlm_labels``.
 
     Shapes:
@@ -92,18 +98,21 @@ class SimCSEModel(nn.Module):
         do_mlm: bool = False,
         mlm_weight: float = 0.1,
         head: str = "simcse",
+        keep_host_head: bool = False,
     ) -> None:
         super().__init__()
         if pooler not in POOLERS:
             raise ValueError(f"pooler must be one of {list(POOLERS)}, got {pooler!r}")
-        if head not in HEADS:
-            raise ValueError(f"head must be one of {list(HEADS)}, got {head!r}")
+        if head not in (*HEADS, NO_HEAD):
+            raise ValueError(f"head must be one of {[*HEADS, NO_HEAD]}, got {head!r}")
+        if clp.owns_projection_head(loss_fn, keep_host_head):
+            head = NO_HEAD
         self.do_mlm = do_mlm
         # registered once: two names for one module would make checkpoints drop "shared" tensors
         self.backbone = backbone
         hidden = self.encoder.config.hidden_size
         self.head = head
-        self.mlp = HEADS[head](hidden) if pooler == "cls" else None
+        self.mlp = HEADS[head](hidden) if pooler == "cls" and head != NO_HEAD else None
         self.pooler, self.mlp_only_train, self.mlm_weight = pooler, mlp_only_train, mlm_weight
         self.loss_fn = loss_fn
         self.last_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None

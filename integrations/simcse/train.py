@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 import cl_plugins as clp
 from integrations.common import atomic
 from integrations.common.accelerate_setup import make_accelerator, start_tracking
-from integrations.common.cli import add_dataclass_arguments, new_parser, one_line_errors
+from integrations.common.cli import add_dataclass_arguments, host_head_field, new_parser, one_line_errors
 from integrations.common.cli import config_from_args as dataclass_config_from_args
 from integrations.common.run_guard import guarded
 from integrations.common.training import resume_from
@@ -49,6 +49,7 @@ class TrainConfig:
     temp: float = field(default=0.05, metadata={"help": "SimCSE's temperature: the strategy's host τ (infonce's τ)"})
     pooler: str = field(default="cls", metadata={"help": f"one of {', '.join(POOLERS)}"})
     mlp_only_train: bool = field(default=False, metadata={"help": "use the MLP head in training only"})
+    host_head: bool = host_head_field()
     do_mlm: bool = field(default=False, metadata={"help": "add the MLM auxiliary objective"})
     mlm_weight: float = field(default=0.1, metadata={"help": "weight of the MLM objective"})
     hard_negative_weight: float = field(default=0.0, metadata={"help": "logit bias of each anchor's hard negative"})
@@ -153,6 +154,7 @@ def build_model(config: TrainConfig) -> SimCSEModel:
         mlp_only_train=config.mlp_only_train,
         mlm_weight=config.mlm_weight,
         config_overrides=dropout_overrides(config),
+        keep_host_head=config.host_head,
     )
 
 

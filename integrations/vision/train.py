@@ -25,10 +25,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch import nn
 
+import cl_plugins as clp
 from integrations.common import atomic
 from integrations.common.accelerate_setup import make_accelerator, start_tracking
-from integrations.common.cli import one_line_errors, parse_config
+from integrations.common.cli import host_head_field, one_line_errors, parse_config
 from integrations.common.results import write_json
 from integrations.common.run_guard import guarded
 from integrations.common.training import fit
@@ -62,6 +64,7 @@ class VisionConfig:
     width: int = field(default=64, metadata={"help": "channels of the first ResNet stage (64: standard)"})
     proj_hidden: int = field(default=512, metadata={"help": "projection head hidden size"})
     proj_dim: int = field(default=128, metadata={"help": "projection size"})
+    host_head: bool = host_head_field()
     epochs: int = field(default=200, metadata={"help": "training epochs"})
     batch_size: int = field(default=128, metadata={"help": "images per batch and process"})
     lr: float = field(default=0.06, metadata={"help": "SGD learning rate"})
@@ -134,8 +137,11 @@ def build_backbone(config: VisionConfig, in_channels: int) -> ResNet:
 
 def build_model(config: VisionConfig, in_channels: int = 3) -> ContrastiveSSL:
     backbone = build_backbone(config, in_channels)
-    head = projection_head(backbone.feature_dim, config.proj_hidden, config.proj_dim)
-    loss_fn = build_vision_loss(config.loss, config.framework, tau=config.tau, dim=config.proj_dim, **config.loss_args)
+    if clp.owns_projection_head(config.loss, config.host_head):  # AMCL's heads on the backbone, as in the paper
+        head, dim = nn.Identity(), backbone.feature_dim
+    else:
+        head, dim = projection_head(backbone.feature_dim, config.proj_hidden, config.proj_dim), config.proj_dim
+    loss_fn = build_vision_loss(config.loss, config.framework, tau=config.tau, dim=dim, **config.loss_args)
     mean, std = normalisation(config)
     augment = SSLAugment(size=config.image_size, blur_p=config.blur, mean=mean, std=std)
     return ContrastiveSSL(
