@@ -39,3 +39,14 @@ def merge(
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(results, indent=1))
     output.write_text(render(results))
+
+
+def paired_difference(a: list[float], b: list[float]) -> str:
+    """``a - b`` over matched runs (same seeds / splits): mean ± std of the differences, n, and the wins of a."""
+    import numpy as np
+
+    if len(a) != len(b) or not a:
+        raise ValueError(f"paired runs must match one to one, got {len(a)} and {len(b)}")
+    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    sd = float(d.std(ddof=1)) if len(d) > 1 else float("nan")
+    return f"{d.mean():+.2f} ± {sd:.2f} (n {len(d)}, {int((d > 0).sum())} wins)"
