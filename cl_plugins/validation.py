@@ -53,8 +53,8 @@ def check_choice(name: str, value: str, choices: Sequence[str]) -> str:
     return value
 
 
-def check_embeddings(z: torch.Tensor, name: str) -> None:
-    """A 2-D floating tensor of finite, non-zero rows."""
+def check_embeddings(z: torch.Tensor, name: str, allow_zero_rows: bool = False) -> None:
+    """A 2-D floating tensor of finite, non-zero rows (zero rows allowed for inputs a layer with a bias maps)."""
     if not isinstance(z, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of shape [N, D], got {type(z).__name__}")
     if z.dim() != 2:
@@ -70,7 +70,7 @@ def check_embeddings(z: torch.Tensor, name: str) -> None:
         # one pass: the largest |entry| of a row is NaN/inf for a non-finite row and 0 for an all-zero row;
         # any other scale is fine (normalisation is scale-invariant, see layouts.unit_rows)
         peak = z.detach().abs().amax(dim=1)
-        if bool((~torch.isfinite(peak) | (peak == 0)).any()):
+        if bool((~torch.isfinite(peak) | ((peak == 0) & (not allow_zero_rows))).any()):
             if not bool(torch.isfinite(z).all()):
                 raise ValueError(
                     f"{name} contains NaN or inf; check the encoder (learning rate, fp16 overflow) before the loss"
@@ -82,10 +82,12 @@ def check_embeddings(z: torch.Tensor, name: str) -> None:
             )
 
 
-def check_pair(z1: torch.Tensor, z2: torch.Tensor, names: tuple[str, str] = ("z1", "z2")) -> None:
+def check_pair(
+    z1: torch.Tensor, z2: torch.Tensor, names: tuple[str, str] = ("z1", "z2"), allow_zero_rows: bool = False
+) -> None:
     a, b = names
-    check_embeddings(z1, a)
-    check_embeddings(z2, b)
+    check_embeddings(z1, a, allow_zero_rows)
+    check_embeddings(z2, b, allow_zero_rows)
     if z1.shape != z2.shape:
         raise ValueError(
             f"{a} and {b} must have the same shape [N, D], got {tuple(z1.shape)} and "

@@ -101,3 +101,13 @@ def test_temperatures_outside_the_usable_range_are_refused(name, value):
 def test_hard_negative_weight_must_be_finite(value):
     with pytest.raises(ValueError, match="hard_negative_weight must be a finite number"):
         clp.build_loss("infonce", layout="cross_view", hard_negative_weight=value)
+
+
+def test_amcl_takes_all_zero_backbone_rows():
+    """A ReLU encoder (GRACE's GCN) can output an all-zero row: AMCL's heads (with biases) still project it."""
+    loss_fn = clp.build_loss("amcl", dim=4, heads=1, proj_dim=4, hidden=4)
+    h1, h2 = torch.randn(5, 4), torch.randn(5, 4)
+    h2[2] = 0.0
+    assert torch.isfinite(loss_fn(h1, h2))
+    with pytest.raises(ValueError, match="NaN or inf"):
+        loss_fn(h1, h2 * float("nan"))

@@ -224,7 +224,7 @@ class AMCLLoss(ContrastiveLoss):
     ) -> torch.Tensor:
         """``z1``, ``z2`` are backbone features [N, dim]; each head projects them."""
         if self.check_inputs:
-            check_pair(z1, z2, ("h1", "h2"))
+            check_pair(z1, z2, ("h1", "h2"), allow_zero_rows=True)  # its heads' biases map a zero row somewhere
             check_feature_dim(z1, self.dim, "h1", f"dim={self.dim}")
             if hard_negatives is not None:
                 check_feature_dim(hard_negatives, self.dim, "hard_negatives", f"dim={self.dim}")
