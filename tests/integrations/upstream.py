@@ -157,3 +157,9 @@ def dcrec_layers() -> Any:
                                Style=types.SimpleNamespace())  # fmt: skip
     with _isolated(path, stubs):
         return importlib.import_module("recbole.model.layers")
+
+
+@functools.lru_cache(maxsize=1)
+def open_clip_loss() -> Any:
+    """open_clip's ``src/open_clip/loss.py`` (imports on its own; the package needs torchvision)."""
+    return load("open_clip/src/open_clip", "loss")
