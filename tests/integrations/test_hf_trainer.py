@@ -1,0 +1,94 @@
+"""The Hugging Face ``Trainer`` adapter on a tiny BERT: InfoNCE parity with a cross-entropy written out, a learned
+temperature trained without weight decay, and the per-step hook."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import cl_plugins as clp
+
+from .tiny_bert import make_tiny_bert
+
+pytest.importorskip("transformers")
+
+ROWS = [
+    {"anchor": "the man plays music", "positive": "a man sings", "negative": "the cat sits"},
+    {"anchor": "a dog runs in the city", "positive": "the dog walks", "negative": "she reads a book"},
+    {"anchor": "the woman cooks food", "positive": "a mother cooks", "negative": "a red car"},
+    {"anchor": "the boy swims in the river", "positive": "a child swims", "negative": "the old house"},
+]
+
+
+@pytest.fixture(scope="module")
+def bert_dir(tmp_path_factory):
+    return make_tiny_bert(tmp_path_factory.mktemp("hf_trainer") / "bert", dropout=0.0)
+
+
+def _model_and_tokenizer(bert_dir):
+    from transformers import AutoModel, AutoTokenizer
+
+    torch.manual_seed(0)
+    return AutoModel.from_pretrained(bert_dir), AutoTokenizer.from_pretrained(bert_dir)
+
+
+@pytest.mark.parametrize("with_negative", [False, True])
+def test_infonce_equals_cross_entropy_over_scaled_cosines(bert_dir, with_negative):
+    from integrations.hf_trainer import StrategyLossFunc, ViewCollator
+
+    model, tokenizer = _model_and_tokenizer(bert_dir)
+    model = model.double()
+    rows = ROWS if with_negative else [{k: r[k] for k in ("anchor", "positive")} for r in ROWS]
+    batch = ViewCollator(tokenizer)(rows)
+    labels = batch.pop("labels")
+    outputs = model(**batch)
+    ours = StrategyLossFunc("infonce", host_tau=0.05)(outputs, labels)
+    z = F.normalize(outputs.last_hidden_state[:, 0], dim=-1)
+    a, candidates = z[labels == 0], z[labels != 0]  # positives, then the hard negatives
+    expected = F.cross_entropy(a @ candidates.T / 0.05, torch.arange(len(a)))
+    torch.testing.assert_close(ours, expected, rtol=1e-12, atol=1e-12)
+    params = [p for name, p in model.named_parameters() if not name.startswith("pooler.")]  # [CLS] skips the pooler
+    for g1, g2 in zip(torch.autograd.grad(ours, params, retain_graph=True), torch.autograd.grad(expected, params)):
+        torch.testing.assert_close(g1, g2, rtol=1e-9, atol=1e-12)
+
+
+def _train(bert_dir, tmp_path, loss: str, steps: int = 3, **loss_args):
+    from transformers import Trainer, TrainingArguments
+
+    from integrations.hf_trainer import StrategyCallback, StrategyLossFunc, ViewCollator, strategy_optimizer
+
+    model, tokenizer = _model_and_tokenizer(bert_dir)
+    loss_func = StrategyLossFunc(loss, host_tau=0.05, **loss_args).attach(model)
+    args = TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=4, max_steps=steps,
+                             learning_rate=1e-2, weight_decay=0.1, remove_unused_columns=False, report_to=[],
+                             save_strategy="no", logging_steps=1, use_cpu=True)  # fmt: skip
+    optimizer = strategy_optimizer(model, args)
+    trainer = Trainer(model=model, args=args, train_dataset=ROWS, data_collator=ViewCollator(tokenizer),
+                      compute_loss_func=loss_func, optimizers=(optimizer, None),
+                      callbacks=[StrategyCallback()])  # fmt: skip
+    trainer.train()
+    return loss_func.loss_fn, optimizer
+
+
+def test_a_learned_temperature_trains_without_weight_decay(bert_dir, tmp_path):
+    loss_fn, optimizer = _train(bert_dir, tmp_path, "learnable")
+    group = next(g for g in optimizer.param_groups if any(p is loss_fn.log_tau for p in g["params"]))
+    assert group["weight_decay"] == 0.0
+    assert float(loss_fn.log_tau.detach()) != pytest.approx(float(torch.log(torch.tensor(0.05))))
+
+
+def test_the_per_step_hook_runs(bert_dir, tmp_path):
+    loss_fn, _ = _train(bert_dir, tmp_path, "cosine_schedule", steps=3)
+    assert int(loss_fn.step_count) == 3
+
+
+def test_views_are_checked(bert_dir):
+    from integrations.hf_trainer import StrategyLossFunc, ViewCollator
+
+    _, tokenizer = _model_and_tokenizer(bert_dir)
+    with pytest.raises(ValueError, match="'anchor' and 'positive'"):
+        ViewCollator(tokenizer)([{"text": "a"}])
+    with pytest.raises(ValueError, match="ViewCollator"):
+        StrategyLossFunc()(None, None)
+    assert clp.get_loss_class("learnable")  # the strategies above exist in the registry
