@@ -42,3 +42,16 @@ def start_tracking(accelerator: Any, project: str, settings: dict[str, Any]) -> 
     """Open the trackers (main process only; nothing when the Accelerator was made with ``log_with="none"``)."""
     if accelerator.is_main_process and accelerator.log_with:
         accelerator.init_trackers(project, config={k: str(v) for k, v in settings.items()})
+
+
+def end_tracking(accelerator: Any) -> None:
+    """Close the trackers: ``Accelerator.end_training`` without its process-group teardown.
+
+    ``end_training`` destroys the process group while the DDP-wrapped model still holds it; when the model is
+    freed later, its reducer drops the last reference and gloo's destructor joins its worker threads holding the
+    GIL, while a worker that is still destroying a barrier's work item waits for the GIL: a deadlock after the
+    work is done (seen as a two-process run that printed its summary and never exited). The group is left by
+    :func:`integrations.common.cli.leave_process_group` once the run has returned and its models are freed.
+    """
+    for tracker in accelerator.trackers:
+        tracker.finish()

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from integrations.common import atomic
-from integrations.common.accelerate_setup import make_accelerator, start_tracking
+from integrations.common.accelerate_setup import end_tracking, make_accelerator, start_tracking
 from integrations.common.cli import one_line_errors, parse_config
 from integrations.common.paths import cache_dir, fingerprint
 from integrations.common.results import fmt_mean_std, write_json
@@ -286,7 +286,7 @@ def run_seed(config: DCRecConfig, splits: DCRecSplits, seed: int) -> dict[str, A
         accelerator.print(f"seed {seed} [{splits.label}] best epoch {best.epoch}")
         accelerator.print(f"  valid: {format_metrics(result['valid'])}")
         accelerator.print(f"  test:  {format_metrics(result['test'])}")
-    accelerator.end_training()
+    end_tracking(accelerator)
     return result
 
 

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import cl_plugins as clp
-from integrations.common.accelerate_setup import make_accelerator, start_tracking
+from integrations.common.accelerate_setup import end_tracking, make_accelerator, start_tracking
 from integrations.common.cli import host_head_field, one_line_errors, parse_config
 from integrations.common.results import mean_std, write_json
 from integrations.common.run_guard import guarded
@@ -180,7 +180,7 @@ def run_seed(config: GraceConfig, seed: int, dataset: Any) -> dict[str, Any]:
             accelerator.print(
                 f"{config.dataset} {config.loss} seed {seed} [{split}]: F1-micro {mi:.2f} F1-macro {ma:.2f}"
             )
-    accelerator.end_training()
+    end_tracking(accelerator)
     return result
 
 

@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 
 import cl_plugins as clp
 from integrations.common import atomic
-from integrations.common.accelerate_setup import make_accelerator, start_tracking
+from integrations.common.accelerate_setup import end_tracking, make_accelerator, start_tracking
 from integrations.common.cli import host_head_field, one_line_errors, parse_config
 from integrations.common.results import mean_std, write_json
 from integrations.common.run_guard import guarded
@@ -118,7 +118,7 @@ def pretrain(config: TransferConfig) -> dict[str, torch.Tensor]:
     state = {k: v.cpu() for k, v in accelerator.unwrap_model(model).encoder.state_dict().items()}
     if accelerator.is_main_process:
         atomic.torch_save({"config": asdict(config), "gnn": state, "epoch_loss": losses}, out / "pretrained_gin.pt")
-    accelerator.end_training()
+    end_tracking(accelerator)
     return state
 
 

@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 import cl_plugins as clp
-from integrations.common.accelerate_setup import make_accelerator, start_tracking
+from integrations.common.accelerate_setup import end_tracking, make_accelerator, start_tracking
 from integrations.common.cli import host_head_field, one_line_errors, parse_config
 from integrations.common.results import mean_std, write_json
 from integrations.common.run_guard import guarded
@@ -108,7 +108,7 @@ def run_seed(config: TUConfig, seed: int, dataset: Any) -> dict[str, Any]:
         result["accuracy"] = acc
         accelerator.log({"eval/svm_accuracy": acc}, step=config.epochs)
         accelerator.print(f"{config.dataset} {config.loss} seed {seed}: SVM accuracy {100 * acc:.2f}")
-    accelerator.end_training()
+    end_tracking(accelerator)
     return result
 
 

@@ -37,7 +37,7 @@ import torch
 from accelerate import PartialState
 from torch import nn
 
-from integrations.common.accelerate_setup import make_accelerator, start_tracking
+from integrations.common.accelerate_setup import end_tracking, make_accelerator, start_tracking
 from integrations.common.cli import one_line_errors, parse_config
 from integrations.common.results import mean_std, write_json
 from integrations.common.run_guard import guarded
@@ -237,7 +237,7 @@ def run_one_class(config: MSCConfig, normal: int, seed: int, splits: Splits) -> 
         skip_batch=lambda batch: batch[0].shape[0] < 2,
         on_epoch_end=on_epoch_end,
     )
-    accelerator.end_training()
+    end_tracking(accelerator)
     seconds = time.time() - t0
     return dict(
         normal_class=normal, seed=seed, roc_auc=aucs, eval_epochs=eval_epochs, epoch_loss=losses, seconds=seconds

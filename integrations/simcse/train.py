@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 
 import cl_plugins as clp
 from integrations.common import atomic
-from integrations.common.accelerate_setup import make_accelerator, start_tracking
+from integrations.common.accelerate_setup import end_tracking, make_accelerator, start_tracking
 from integrations.common.cli import add_dataclass_arguments, host_head_field, new_parser, one_line_errors
 from integrations.common.cli import config_from_args as dataclass_config_from_args
 from integrations.common.run_guard import guarded
@@ -274,7 +274,7 @@ def train(
     if accelerator.is_main_process:
         with atomic.folder(out / "final") as tmp:
             save_model(unwrapped, tokenizer, tmp, config)
-    accelerator.end_training()
+    end_tracking(accelerator)
     return dict(
         steps=state.step,
         strategy=unwrapped.loss_fn.hyperparameters(),  # what trained: preset, --temp and --loss_arg applied

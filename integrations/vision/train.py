@@ -29,7 +29,7 @@ from torch import nn
 
 import cl_plugins as clp
 from integrations.common import atomic
-from integrations.common.accelerate_setup import make_accelerator, start_tracking
+from integrations.common.accelerate_setup import end_tracking, make_accelerator, start_tracking
 from integrations.common.cli import host_head_field, one_line_errors, parse_config
 from integrations.common.results import write_json
 from integrations.common.run_guard import guarded
@@ -300,7 +300,7 @@ def run(config: VisionConfig) -> dict[str, Any]:
         accelerator.log({f"eval/{k}": v for k, v in final.items()}, step=config.epochs * steps_per_epoch)
         write_json(out / "results.json", result)
         accelerator.print(json.dumps({k: round(100 * v, 2) for k, v in final.items()}))
-    accelerator.end_training()
+    end_tracking(accelerator)
     return result
 
 
