@@ -1,0 +1,68 @@
+"""The Lightning recipe: a learned temperature trains without weight decay, the per-step hook runs once per
+optimizer step (also under gradient accumulation), and two CPU processes under ``strategy="ddp"`` end with the
+weights of one process on the global batch."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import cl_plugins as clp
+
+pytest.importorskip("lightning")
+
+SCRIPT = Path(__file__).with_name("lightning_run.py")
+
+
+def _fit(loss: str, accumulate: int = 1, steps: int = 4):
+    from lightning.pytorch import Trainer
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from integrations.lightning_adapter import ContrastiveModule, StrategyCallback
+
+    torch.manual_seed(0)
+    x = torch.randn(8 * steps * accumulate, 6)
+    loader = DataLoader(TensorDataset(x, x + 0.3 * torch.randn_like(x)), batch_size=8)
+    module = ContrastiveModule(torch.nn.Linear(6, 4), clp.build_loss(loss), lr=1e-2, weight_decay=0.1)
+    trainer = Trainer(max_epochs=1, accelerator="cpu", devices=1, accumulate_grad_batches=accumulate, logger=False,
+                      callbacks=[StrategyCallback()], enable_checkpointing=False, enable_progress_bar=False,
+                      enable_model_summary=False)  # fmt: skip
+    trainer.fit(module, loader)
+    return module, trainer
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_a_learned_temperature_trains_without_weight_decay():
+    module, trainer = _fit("learnable")
+    group = next(g for g in trainer.optimizers[0].param_groups if any(p is module.loss_fn.log_tau for p in g["params"]))
+    assert group["weight_decay"] == 0.0
+    assert float(module.loss_fn.log_tau.detach()) != pytest.approx(float(torch.log(torch.tensor(0.07))))
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("accumulate", [1, 2])
+def test_the_hook_runs_once_per_optimizer_step(accumulate):
+    module, trainer = _fit("cosine_schedule", accumulate=accumulate, steps=3)
+    assert trainer.global_step == 3
+    assert int(module.loss_fn.step_count) == 3
+
+
+def _run(tmp_path: Path, loss: str, devices: int) -> dict[str, torch.Tensor]:
+    out = tmp_path / f"{loss}_{devices}.pt"
+    result = subprocess.run([sys.executable, str(SCRIPT), str(out), loss, str(devices), "2"], capture_output=True,
+                            text=True, timeout=300)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-4000:]
+    return torch.load(out)
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize("loss", ["infonce", "learnable", "macl"])
+def test_two_processes_train_like_one_on_the_global_batch(tmp_path, loss):
+    one, two = _run(tmp_path, loss, 1), _run(tmp_path, loss, 2)
+    assert one.keys() == two.keys()
+    for key in one:
+        torch.testing.assert_close(two[key], one[key], rtol=1e-9, atol=1e-12)
