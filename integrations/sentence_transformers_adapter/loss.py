@@ -1,0 +1,137 @@
+"""Any cl-plugins strategy in sentence-transformers, where ``MultipleNegativesRankingLoss`` (MNRL) sits.
+
+* :class:`StrategyRankingLoss` takes MNRL's columns (anchor, positive, optional negatives 1..n) and its host
+  temperature (``scale=20``: τ = 1/scale = 0.05, mapped through the strategy's own declaration). Each anchor's
+  candidates are every positive and every negative of the batch; with ``gather_across_devices`` this process's
+  anchors meet every process's candidates, as in MNRL. ``infonce`` is MNRL.
+* :class:`CachedStrategyRankingLoss` is its GradCache form on sentence-transformers' ``CachedLossMixin``
+  (``CachedMultipleNegativesRankingLoss`` for ``infonce``): embeddings in mini-batches without a graph, the loss and
+  its gradients on the whole batch (batch statistics such as MACL's alignment stay those of the whole batch, a
+  learned temperature gets its gradient there), then the backward mini-batch by mini-batch. Equal in loss and
+  gradients to the uncached loss; the memory is that of a mini-batch.
+* :class:`StrategyTrainer` is ``SentenceTransformerTrainer`` that keeps temperatures out of weight decay (the
+  trainer's grouping would decay ``learnable``'s ``log_tau`` by the run's weight decay) and runs the strategies'
+  per-step upkeep through :class:`StrategyCallback`.
+
+Example::
+
+    loss = CachedStrategyRankingLoss(model, "macl", mini_batch_size=64)
+    StrategyTrainer(model=model, args=args, train_dataset=pairs, loss=loss).train()
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from sentence_transformers import SentenceTransformerTrainer
+from sentence_transformers.base.losses.gradcache import CachedLossMixin
+from torch import nn
+from transformers import TrainerCallback
+
+import cl_plugins as clp
+from cl_plugins.optim import no_weight_decay_names
+
+#: sentence-transformers' MNRL scale: τ = 1 / 20
+MNRL_SCALE = 20.0
+
+
+class StrategyRankingLoss(nn.Module):
+    """MNRL's seam with strategy ``loss``.
+
+    Args:
+        model: the ``SentenceTransformer``.
+        loss: a registry name or a built cl-plugins loss (default: "infonce").
+        scale: MNRL's inverse temperature; the host τ is 1 / scale (default: 20.0).
+        gather_across_devices: this process's anchors against every process's candidates (default: False).
+        **loss_args: the strategy's own arguments.
+
+    Shapes:
+        each column's embeddings: [B, D] -> scalar.
+    """
+
+    def __init__(self, model: nn.Module, loss: str | clp.ContrastiveLoss = "infonce", scale: float = MNRL_SCALE,
+                 gather_across_devices: bool = False, **loss_args: Any) -> None:  # fmt: skip
+        super().__init__()
+        name = loss if isinstance(loss, str) else loss.name
+        if clp.owns_projection_head(name):
+            raise ValueError(f"{name} builds heads on the embeddings; this seam hands it similarities")
+        self.model, self.scale, self.gather_across_devices = model, float(scale), bool(gather_across_devices)
+        # the strategy sees one process's anchors against the candidates this loss gathers itself
+        self.loss_fn = loss if isinstance(loss, nn.Module) else clp.build_host_loss(
+            loss, host_tau=1.0 / self.scale, layout="cross_view", gather_distributed=False, **loss_args)  # fmt: skip
+
+    def forward(self, sentence_features: Any, labels: torch.Tensor | None = None) -> torch.Tensor:
+        embeddings = [self.model(features)["sentence_embedding"] for features in sentence_features]
+        return self.loss_from_embeddings(embeddings)
+
+    def loss_from_embeddings(self, embeddings: list[torch.Tensor]) -> torch.Tensor:
+        """Anchors ``embeddings[0]`` against the candidates ``cat(embeddings[1:])``; row i's positive is row i of
+        ``embeddings[1]`` (of this process's slice under ``gather_across_devices``)."""
+        if len(embeddings) < 2:
+            raise ValueError(f"expected an anchor and a positive column at least, got {len(embeddings)} column(s)")
+        anchors, candidates, offset = embeddings[0], embeddings[1:], 0
+        if self.gather_across_devices and clp.is_distributed():
+            offset = clp.gather_with_grad(anchors)[1]
+            candidates = [clp.gather_with_grad(c)[0] for c in candidates]
+        sim = F.normalize(anchors, dim=-1) @ F.normalize(torch.cat(candidates), dim=-1).T
+        cols = torch.arange(anchors.shape[0], device=sim.device) + offset
+        return self.loss_fn.from_similarity(sim, F.one_hot(cols, sim.shape[1]).bool())
+
+    def get_config_dict(self) -> dict[str, Any]:
+        return {"strategy": self.loss_fn.name, "scale": self.scale, **self.loss_fn.hyperparameters()}
+
+
+class CachedStrategyRankingLoss(CachedLossMixin, StrategyRankingLoss):
+    """:class:`StrategyRankingLoss` with GradCache: the memory of ``mini_batch_size`` rows at any batch size.
+
+    Args:
+        model, loss, scale, gather_across_devices, **loss_args: as :class:`StrategyRankingLoss`.
+        mini_batch_size: rows embedded at once (default: 32).
+        show_progress_bar: a bar over the mini-batches (default: False).
+    """
+
+    def __init__(self, model: nn.Module, loss: str | clp.ContrastiveLoss = "infonce", scale: float = MNRL_SCALE,
+                 gather_across_devices: bool = False, mini_batch_size: int = 32, show_progress_bar: bool = False,
+                 **loss_args: Any) -> None:  # fmt: skip
+        StrategyRankingLoss.__init__(self, model, loss, scale, gather_across_devices, **loss_args)
+        if mini_batch_size < 1:
+            raise ValueError(f"mini_batch_size must be >= 1, got {mini_batch_size}")
+        self.mini_batch_size, self.show_progress_bar = int(mini_batch_size), bool(show_progress_bar)
+
+    def calculate_loss(self, reps: list[list[torch.Tensor]], labels: torch.Tensor | None = None, *,
+                       with_backward: bool = False) -> torch.Tensor:  # fmt: skip
+        loss = self.loss_from_embeddings([torch.cat(column) for column in reps])
+        if with_backward:
+            loss.backward()
+            return loss.detach()
+        return loss
+
+    def forward(self, sentence_features: Any, labels: torch.Tensor | None = None) -> torch.Tensor:
+        return self.forward_cached(sentence_features, labels)
+
+
+class StrategyCallback(TrainerCallback):
+    """Runs :func:`cl_plugins.after_optimizer_step` on the trainer's losses after each optimizer step."""
+
+    def __init__(self, losses: list[nn.Module]) -> None:
+        self.losses = losses
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        for loss in self.losses:
+            clp.after_optimizer_step(loss)
+
+
+class StrategyTrainer(SentenceTransformerTrainer):
+    """``SentenceTransformerTrainer`` with no weight decay on temperatures and the strategies' per-step hook."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        losses = list(self.loss.values()) if isinstance(self.loss, dict) else [self.loss]
+        self.add_callback(StrategyCallback(losses))
+
+    def get_decay_parameter_names(self, model: nn.Module) -> list[str]:
+        names = super().get_decay_parameter_names(model)
+        skip = no_weight_decay_names(model)
+        return [n for n in names if n not in skip]

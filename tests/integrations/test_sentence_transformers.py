@@ -1,0 +1,124 @@
+"""The sentence-transformers adapter against the real ``MultipleNegativesRankingLoss`` and its cached form (value
+and every parameter's gradient, with and without a hard-negative column), a learned temperature without weight
+decay, and the per-step hook through the trainer."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import cl_plugins as clp
+
+from .tiny_bert import make_tiny_bert
+
+pytest.importorskip("sentence_transformers")
+
+ANCHORS = ["the man plays music", "a dog runs in the city", "the woman cooks food", "the boy swims in the river",
+           "a girl reads a book", "the old car is red"]  # fmt: skip
+POSITIVES = ["a man sings", "the dog walks", "a mother cooks", "a child swims", "she reads", "a red car"]
+NEGATIVES = ["the cat sits", "she reads a book", "a red car", "the old house", "a dog runs", "the man walks"]
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return make_tiny_bert(tmp_path_factory.mktemp("st") / "bert", dropout=0.0)
+
+
+def _model(model_dir):
+    from sentence_transformers import SentenceTransformer
+
+    torch.manual_seed(0)
+    return SentenceTransformer(str(model_dir), device="cpu").double()
+
+
+def _features(model, columns):
+    return [model.preprocess(list(texts)) for texts in columns]
+
+
+def _value_and_grads(model, loss, columns):
+    model.zero_grad()
+    value = loss(_features(model, columns), None)
+    value.backward()
+    return value.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("cached", [False, True])
+@pytest.mark.parametrize("with_negatives", [False, True])
+def test_infonce_is_mnrl(model_dir, cached, with_negatives):
+    from sentence_transformers.sentence_transformer.losses import (
+        CachedMultipleNegativesRankingLoss,
+        MultipleNegativesRankingLoss,
+    )
+
+    from integrations.sentence_transformers_adapter import CachedStrategyRankingLoss, StrategyRankingLoss
+
+    columns = [ANCHORS, POSITIVES] + ([NEGATIVES] if with_negatives else [])
+    model = _model(model_dir)
+    if cached:
+        theirs = CachedMultipleNegativesRankingLoss(model, mini_batch_size=2)
+        ours = CachedStrategyRankingLoss(model, "infonce", mini_batch_size=2)
+    else:
+        theirs, ours = MultipleNegativesRankingLoss(model), StrategyRankingLoss(model, "infonce")
+    v1, g1 = _value_and_grads(model, theirs, columns)
+    v2, g2 = _value_and_grads(model, ours, columns)
+    torch.testing.assert_close(v2, v1, rtol=1e-12, atol=1e-12)
+    assert g1.keys() == g2.keys() and g1
+    for name in g1:
+        torch.testing.assert_close(g2[name], g1[name], rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["macl", "learnable", "dystress", "temperature_free"])
+def test_the_cached_loss_equals_the_uncached_one(model_dir, name):
+    from integrations.sentence_transformers_adapter import CachedStrategyRankingLoss, StrategyRankingLoss
+
+    columns = [ANCHORS, POSITIVES, NEGATIVES]
+    model = _model(model_dir)
+    plain = StrategyRankingLoss(model, name).double()
+    cached = CachedStrategyRankingLoss(model, plain.loss_fn, mini_batch_size=2)  # the same strategy object
+    v1, g1 = _value_and_grads(model, plain, columns)
+    loss_grads_1 = [p.grad.clone() for p in plain.loss_fn.parameters()]
+    plain.loss_fn.zero_grad()
+    v2, g2 = _value_and_grads(model, cached, columns)
+    torch.testing.assert_close(v2, v1, rtol=1e-12, atol=1e-12)
+    for key in g1:
+        torch.testing.assert_close(g2[key], g1[key], rtol=1e-9, atol=1e-12)
+    for a, b in zip([p.grad for p in plain.loss_fn.parameters()], loss_grads_1):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12)
+
+
+def _train(model_dir, tmp_path, name: str, steps: int = 3):
+    from sentence_transformers import SentenceTransformerTrainingArguments
+
+    from integrations.sentence_transformers_adapter import CachedStrategyRankingLoss, StrategyTrainer
+
+    datasets = pytest.importorskip("datasets")
+    model = _model(model_dir).float()
+    loss = CachedStrategyRankingLoss(model, name, mini_batch_size=2)
+    data = datasets.Dataset.from_dict({"anchor": ANCHORS[:4] * steps, "positive": POSITIVES[:4] * steps})
+    args = SentenceTransformerTrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=4,
+                                                max_steps=steps, learning_rate=1e-2, weight_decay=0.1, report_to=[],
+                                                save_strategy="no", use_cpu=True)  # fmt: skip
+    trainer = StrategyTrainer(model=model, args=args, train_dataset=data, loss=loss)
+    trainer.train()
+    return loss.loss_fn, trainer
+
+
+def test_a_learned_temperature_trains_without_weight_decay(model_dir, tmp_path):
+    loss_fn, trainer = _train(model_dir, tmp_path, "learnable")
+    group = next(g for g in trainer.optimizer.param_groups if any(p is loss_fn.log_tau for p in g["params"]))
+    assert group["weight_decay"] == 0.0
+    assert float(loss_fn.log_tau.detach()) != pytest.approx(float(torch.log(torch.tensor(0.05))))
+
+
+def test_the_per_step_hook_runs(model_dir, tmp_path):
+    loss_fn, _ = _train(model_dir, tmp_path, "cosine_schedule")
+    assert int(loss_fn.step_count) == 3
+
+
+def test_strategies_that_need_features_are_refused(model_dir):
+    from integrations.sentence_transformers_adapter import StrategyRankingLoss
+
+    for name in clp.available_losses():
+        if clp.owns_projection_head(name):
+            with pytest.raises(ValueError, match="heads on the embeddings"):
+                StrategyRankingLoss(_model(model_dir), name)
