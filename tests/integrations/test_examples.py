@@ -41,3 +41,19 @@ def test_custom_loop_runs(data_root):
     assert res.returncode == 0, res.stderr[-2000:]
     assert "kNN top-1" in res.stdout and "tau_mean" in res.stdout
     assert len((ROOT / "examples" / "custom_loop.py").read_text().splitlines()) <= 100
+
+
+def test_sentence_transformers_example_trains_and_reports_sts(data_root, tmp_path):
+    pytest.importorskip("sentence_transformers")
+    pytest.importorskip("datasets")
+    sys.path.insert(0, str(ROOT / "examples"))
+    try:
+        from sentence_transformers_simcse import main
+    finally:
+        sys.path.remove(str(ROOT / "examples"))
+    out = tmp_path / "out"
+    model = str(make_tiny_bert(tmp_path / "bert"))
+    summary = main(["--model", model, "--strategy", "learnable", "--sentences", "16", "--batch_size", "8",
+                    "--mini_batch", "4", "--tasks", "STSBenchmark", "--output_dir", str(out)])  # fmt: skip
+    assert summary["strategy"]["strategy"] == "learnable" and summary["train_loss"] > 0
+    assert json.loads((out / "results.json").read_text())["sts"]["STSBenchmark"] == summary["sts"]["STSBenchmark"]
