@@ -64,6 +64,7 @@ def part_tu(args: argparse.Namespace, out: Path) -> list[dict[str, Any]]:
                 epochs=args.tu_epochs,
                 output_dir=str(out / "tu" / dataset / strategy),
                 log_with="none",
+                overwrite=True,  # a re-measure replaces the run folder; the rows live in --json
                 progress=False,
             )
             res = graphcl_tu.run(cfg)
@@ -97,6 +98,7 @@ def part_grace(args: argparse.Namespace, out: Path) -> list[dict[str, Any]]:
                 eval_seeds=20,
                 output_dir=str(out / "grace" / dataset / strategy),
                 log_with="none",
+                overwrite=True,  # a re-measure replaces the run folder; the rows live in --json
                 progress=False,
             )
             res = grace.run(cfg)
@@ -134,6 +136,7 @@ def part_molecule(args: argparse.Namespace, out: Path) -> list[dict[str, Any]]:
             finetune_epochs=args.mol_finetune_epochs,
             output_dir=str(out / "molecule" / strategy),
             log_with="none",
+            overwrite=True,  # a re-measure replaces the run folder; the rows live in --json
             progress=False,
         )
         res = graphcl_transfer.run(cfg)
