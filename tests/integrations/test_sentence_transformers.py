@@ -122,3 +122,34 @@ def test_strategies_that_need_features_are_refused(model_dir):
         if clp.owns_projection_head(name):
             with pytest.raises(ValueError, match="heads on the embeddings"):
                 StrategyRankingLoss(_model(model_dir), name)
+
+
+def _rank(rank, world, model_dir, cached):
+    from sentence_transformers.sentence_transformer.losses import (
+        CachedMultipleNegativesRankingLoss,
+        MultipleNegativesRankingLoss,
+    )
+
+    from integrations.sentence_transformers_adapter import CachedStrategyRankingLoss, StrategyRankingLoss
+
+    rows = slice(rank * 3, (rank + 1) * 3)
+    columns = [ANCHORS[rows], POSITIVES[rows], NEGATIVES[rows]]
+    model = _model(model_dir)
+    if cached:
+        pair = (CachedMultipleNegativesRankingLoss(model, mini_batch_size=2, gather_across_devices=True),
+                CachedStrategyRankingLoss(model, "infonce", mini_batch_size=2, gather_across_devices=True))  # fmt: skip
+    else:
+        pair = (MultipleNegativesRankingLoss(model, gather_across_devices=True),
+                StrategyRankingLoss(model, "infonce", gather_across_devices=True))  # fmt: skip
+    return [_value_and_grads(model, loss, columns) for loss in pair]
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize("cached", [False, True])
+def test_gather_across_devices_is_mnrl_under_two_processes(model_dir, cached):
+    from tests.dist_utils import run_distributed
+
+    for (v1, g1), (v2, g2) in run_distributed(_rank, str(model_dir), cached):
+        torch.testing.assert_close(v2, v1, rtol=1e-12, atol=1e-12)
+        for name in g1:
+            torch.testing.assert_close(g2[name], g1[name], rtol=1e-9, atol=1e-12)
