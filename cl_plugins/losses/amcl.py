@@ -49,6 +49,7 @@ import torch
 from torch import nn
 
 from ..base import ContrastiveLoss
+from ..fused import LazyLogits
 from ..layouts import PairBlock
 from ..pairs import Pairs, softplus
 from ..registry import register_loss
@@ -258,12 +259,16 @@ class AMCLLoss(ContrastiveLoss):
             return self._pair_loss(net, block, pairs)
 
     def _anchor_loss(self, net: AnchorTemperature, block: PairBlock, pairs: Pairs) -> torch.Tensor:
-        sim = block.cosine()
-        tau = net(block.anchors).to(sim.dtype)
-        d = pairs.d(sim / tau[:, None])
+        lazy = block.lazy()
+        tau = net(block.anchors).to(lazy.dtype)
+        if self.fused:  # s_ij / tau_i = (a_i / tau_i) . c_j: the scalar-temperature kernel with rescaled anchors
+            logits: torch.Tensor | LazyLogits = LazyLogits(lazy.anchors / tau[:, None], lazy.candidates, lazy.positives)
+        else:
+            logits = block.cosine() / tau[:, None]
+        d = pairs.d(logits)
         with torch.no_grad():
             self.record_tau(tau)
-            self.record(alignment=pairs.positive(sim).mean())
+            self.record(alignment=lazy.positive(pairs.cols).mean())
             self.record_d(d)
         return d if self.decoupled else softplus(d)
 
