@@ -86,6 +86,7 @@ def part_ssl(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
                     seed=seed,
                     output_dir=str(args.workdir / "ssl" / args.dataset / framework / strategy / f"seed{seed}"),
                     log_with="none",
+                    overwrite=True,  # an unfinished run there (no results.json) is redone; the rows live in --json
                     progress=False,
                 )
                 if args.reuse and (Path(cfg.output_dir) / "results.json").exists():
@@ -137,6 +138,7 @@ def part_msc(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
             test_per_class=args.msc_test_per_class,
             output_dir=str(args.workdir / "msc" / strategy),
             log_with="none",
+            overwrite=True,  # a re-measure replaces the run folder; the rows live in --json
             progress=False,
         )
         res = run(cfg)
