@@ -57,38 +57,17 @@ from ..validation import check_choice, check_feature_dim, check_pair, check_rang
 from .amcl_kernel import amcl_negative_lse, rowwise_scores
 from .amcl_temperatures import AnchorTemperature, BilinearTemperature, PairTemperatureMLP
 
+_PAPER_BOX = dict(eta=1e-5, iota=2.0 - 1e-5)  # the paper's search range for the floor and span, tau in [1e-5, 2]
+# the 2024 snapshot's per-pair MLP, one per head, beta 0.1, negatives only in the denominator
+_SNAPSHOT = dict(temperatures="pair", decoupled=True, share_temperature_mlp=False, beta=0.1, **_PAPER_BOX)
 #: per form: where its temperatures live, its negatives, and its defaults (the paper's forms: the
 #: official code's values, the 2024 snapshot for eq2.1 / mle, the current code's run config for topk)
 FORMS: dict[str, dict[str, Any]] = {
     "anchor": dict(temperatures="anchor", negatives="lse", decoupled=False, share_temperature_mlp=True),
-    "eq2.1": dict(
-        temperatures="pair",
-        negatives="max",
-        decoupled=True,
-        share_temperature_mlp=False,
-        eta=1e-5,
-        iota=2.0 - 1e-5,
-        beta=0.1,
-    ),  # fmt: skip
-    "mle": dict(
-        temperatures="pair",
-        negatives="lse",
-        decoupled=True,
-        share_temperature_mlp=False,
-        eta=1e-5,
-        iota=2.0 - 1e-5,
-        beta=0.1,
-    ),  # fmt: skip
-    "topk": dict(
-        temperatures="bilinear",
-        negatives="topk",
-        decoupled=True,
-        share_temperature_mlp=True,
-        eta=1e-5,
-        iota=2.0 - 1e-5,
-        beta=1e-4,
-        topk=100,
-    ),  # fmt: skip
+    "eq2.1": dict(_SNAPSHOT, negatives="max"),
+    "mle": dict(_SNAPSHOT, negatives="lse"),
+    "topk": dict(temperatures="bilinear", negatives="topk", decoupled=True, share_temperature_mlp=True, beta=1e-4,
+                 topk=100, **_PAPER_BOX),  # fmt: skip
 }
 #: the forms whose temperatures can lower the loss by themselves (they warn when built)
 DEGENERATE_FORMS = ("eq2.1", "mle", "topk")

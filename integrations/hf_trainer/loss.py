@@ -107,8 +107,17 @@ def strategy_optimizer(model: nn.Module, args: Any) -> torch.optim.Optimizer:
 
 
 class StrategyCallback(TrainerCallback):
-    """Runs the strategies' per-step upkeep (:func:`cl_plugins.after_optimizer_step`) after each optimizer step."""
+    """Runs the strategies' per-step upkeep (:func:`cl_plugins.after_optimizer_step`) after each optimizer step.
+
+    Args:
+        modules: the modules that hold the losses (default: None, the trainer's model, which holds an attached
+            loss). sentence-transformers keeps its losses beside the model: pass them here.
+    """
+
+    def __init__(self, modules: list[nn.Module] | None = None) -> None:
+        self.modules = modules
 
     def on_step_end(self, args: Any, state: Any, control: Any, model: nn.Module | None = None, **kwargs: Any) -> None:
-        if model is not None:
-            clp.after_optimizer_step(model)
+        targets = self.modules if self.modules is not None else [model] if model is not None else []
+        for module in targets:
+            clp.after_optimizer_step(module)

@@ -28,10 +28,10 @@ import torch.nn.functional as F
 from sentence_transformers import SentenceTransformerTrainer
 from sentence_transformers.base.losses.gradcache import CachedLossMixin
 from torch import nn
-from transformers import TrainerCallback
 
 import cl_plugins as clp
 from cl_plugins.optim import no_weight_decay_names
+from integrations.hf_trainer import StrategyCallback
 
 #: sentence-transformers' MNRL scale: τ = 1 / 20
 MNRL_SCALE = 20.0
@@ -110,17 +110,6 @@ class CachedStrategyRankingLoss(CachedLossMixin, StrategyRankingLoss):
 
     def forward(self, sentence_features: Any, labels: torch.Tensor | None = None) -> torch.Tensor:
         return self.forward_cached(sentence_features, labels)
-
-
-class StrategyCallback(TrainerCallback):
-    """Runs :func:`cl_plugins.after_optimizer_step` on the trainer's losses after each optimizer step."""
-
-    def __init__(self, losses: list[nn.Module]) -> None:
-        self.losses = losses
-
-    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        for loss in self.losses:
-            clp.after_optimizer_step(loss)
 
 
 class StrategyTrainer(SentenceTransformerTrainer):
