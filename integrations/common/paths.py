@@ -21,22 +21,44 @@ def data_root() -> Path:
 def data_path(relative: str | Path, *, hint: str = "", root: str | Path | None = None) -> Path:
     """Absolute path of ``relative`` under the data root; raises if it does not exist.
 
-    ``hint`` says where the file comes from (a download script, a URL) for the error message.
+    Without an explicit ``root``, a file of a registered dataset that is missing is downloaded first
+    (:func:`integrations.common.data_registry.ensure`) unless downloads are off. ``hint`` says where the
+    file comes from (a download script, a URL) for the error message.
     """
-    base = Path(root).expanduser() if root is not None else data_root()
-    path = base / relative
-    if not path.exists():
-        where = f"the data root {base}" + ("" if root is not None else f" (${ENV}={os.environ.get(ENV, '<unset>')})")
-        raise FileNotFoundError(
-            f"{relative} was not found under {where}. Set {ENV} to the folder that holds it"
-            + (f"; it comes from {hint}" if hint else "")
-        )
-    return path
+    if root is not None:
+        path = Path(root).expanduser() / relative
+        if not path.exists():
+            raise FileNotFoundError(f"{relative} was not found under the data root {root}" + _comes_from(hint))
+        return path
+    from integrations.common import data_registry
+    from integrations.common.downloads import DownloadError
+
+    try:
+        found = data_registry.ensure(relative)
+    except DownloadError as err:
+        message = f"{relative} is not under the data root {data_root()} and downloading it failed ({err})"
+        raise FileNotFoundError(f"{message}; set {ENV} to a folder that holds it" + _comes_from(hint)) from None
+    if found is not None:
+        return found
+    names = [d.name for d in data_registry.owners(relative)]
+    fetch = f"; `cl-plugins data download {' '.join(names)}` fetches it" if names else ""
+    raise FileNotFoundError(f"{relative} was not found under the data root {data_root()} "
+                            f"(${ENV}={os.environ.get(ENV, '<unset>')}). Set {ENV} to the folder that holds it"
+                            + _comes_from(hint) + fetch)  # fmt: skip
+
+
+def _comes_from(hint: str) -> str:
+    return f"; it comes from {hint}" if hint else ""
+
+
+def cache_root() -> Path:
+    """``$CL_PLUGINS_CACHE``, else ``~/.cache/cl_plugins``."""
+    return Path(os.environ.get("CL_PLUGINS_CACHE", Path.home() / ".cache" / "cl_plugins")).expanduser()
 
 
 def cache_dir(name: str) -> Path:
     """A writable cache folder (the data root may be read-only)."""
-    path = Path(os.environ.get("CL_PLUGINS_CACHE", Path.home() / ".cache" / "cl_plugins")) / name
+    path = cache_root() / name
     path.mkdir(parents=True, exist_ok=True)
     return path
 

@@ -75,7 +75,7 @@ def _stage_raw(kind: str, subdir: str, name: str, root: str | Path | None) -> Pa
     """Copy ``<root>/<subdir>/<name>/raw`` into a cache folder keyed by the raw files' fingerprint (name, size,
     modification time, :data:`LOADER_VERSION`); return that folder, the root PyG processes into. Changed raw
     files (fixed, or corrupted) get a new folder, so stale processed data is never used."""
-    src = Path(root).expanduser() / name / "raw" if root is not None else data_root() / subdir / name / "raw"
+    src = Path(root).expanduser() / name / "raw" if root is not None else _registered_raw(subdir, name)
     if not src.is_dir():
         return cache_dir(kind)  # PyG downloads into the plain cache
     files = [f for f in src.iterdir() if f.is_file()]
@@ -95,6 +95,15 @@ def _stage_raw(kind: str, subdir: str, name: str, root: str | Path | None) -> Pa
                 raise
             shutil.rmtree(tmp)
     return cache
+
+
+def _registered_raw(subdir: str, name: str) -> Path:
+    """``<data root>/<subdir>/<name>/raw``, downloaded (checksummed) first when the registry has it."""
+    from integrations.common import data_registry
+
+    relative = f"{subdir}/{name}/raw"
+    found = data_registry.ensure(relative)
+    return found if found is not None else data_root() / relative
 
 
 def _download_error(name: str, subdir: str, err: Exception) -> RuntimeError:

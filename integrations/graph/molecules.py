@@ -164,9 +164,19 @@ class MoleculeNetData:
         return self.graphs[i]
 
 
+def _molecules_base() -> Path:
+    """The data root's ``molecules`` folder that holds ZINC (downloading the registry's ``zinc-jtnn`` if none)."""
+    from integrations.common import data_registry
+
+    found = data_registry.find("molecules/dataset/zinc_standard_agent/raw") or data_registry.ensure("molecules/zinc")
+    if found is None:
+        return data_root() / "molecules"
+    return found.parents[2] if found.name == "raw" else found.parent
+
+
 def zinc_smiles(root: str | Path | None = None, limit: int | None = None) -> list[str]:
     """Pre-training SMILES: ``zinc_standard_agent`` if present, else the files of ``molecules/zinc``."""
-    base = Path(root).expanduser() if root is not None else data_root() / "molecules"
+    base = Path(root).expanduser() if root is not None else _molecules_base()
     agent = base / "dataset" / "zinc_standard_agent" / "raw"
     smiles: list[str] = []
     if agent.is_dir():

@@ -24,9 +24,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from integrations.common import atomic
+from integrations.common import atomic, data_registry
 from integrations.common.cli import new_parser, one_line_errors, parse_loss_args
-from integrations.common.paths import data_path, data_root
+from integrations.common.paths import data_path
 from integrations.common.run_guard import preflight
 from integrations.senteval import engine
 from integrations.simcse.evaluate import load_encoder
@@ -35,8 +35,7 @@ from integrations.simcse.train import TrainConfig, train
 
 
 def wiki_file(paper: bool) -> Path:
-    full = data_root() / "sentence/simcse/wiki1m_for_simcse.txt"
-    if full.exists() or paper:
+    if data_registry.find("sentence/simcse/wiki1m_for_simcse.txt") is not None or paper:
         return data_path(
             "sentence/simcse/wiki1m_for_simcse.txt",
             hint="SimCSE's data/download_wiki.sh (huggingface.co/datasets/princeton-nlp/datasets-for-simcse)",

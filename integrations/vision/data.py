@@ -86,10 +86,19 @@ def read_image_folder_tar(archive: str | Path, classes: tuple[str, ...]) -> tupl
     return images, torch.tensor([y for _, _, y in found], dtype=torch.long)
 
 
+def _cifar_base() -> Path:
+    """The data root's ``images`` folder that holds CIFAR-10 (downloading the registry's ``cifar10`` if none)."""
+    from integrations.common import data_registry
+
+    found = (data_registry.find("images/cifar-10-batches-py") or data_registry.find("images/cifar10-jpg")
+             or data_registry.ensure("images/cifar-10-batches-py"))  # fmt: skip
+    return found.parent if found is not None else data_root() / "images"
+
+
 def load_cifar10(split: str = "train", root: str | Path | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """CIFAR-10 ``split`` as ``(uint8 [N, 3, 32, 32], labels [N])`` from the data root (see module doc)."""
     _check_split(split)
-    base = Path(root).expanduser() if root is not None else data_root() / "images"
+    base = Path(root).expanduser() if root is not None else _cifar_base()
     batches = base / "cifar-10-batches-py"
     if batches.is_dir():
         return read_cifar10_batches(batches, split)
@@ -136,6 +145,11 @@ def load_fashion_mnist(split: str = "train", root: str | Path | None = None) -> 
     prefix = "train" if split == "train" else "t10k"
     base = Path(root).expanduser() if root is not None else data_root() / "images"
     folders = [base / "FashionMNIST" / "raw", base / "fashion-mnist", base, DEBIAN_FASHION_MNIST]
+    if root is None and not any(_find_idx(f, f"{prefix}-images-idx3-ubyte") for f in folders):
+        from integrations.common import data_registry
+
+        downloaded = data_registry.ensure("images/FashionMNIST/raw")
+        folders += [downloaded] if downloaded is not None else []
     for folder in folders:
         images = _find_idx(folder, f"{prefix}-images-idx3-ubyte")
         labels = _find_idx(folder, f"{prefix}-labels-idx1-ubyte")

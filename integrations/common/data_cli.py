@@ -1,0 +1,74 @@
+"""``cl-plugins data``: what the registry knows, what is here, and downloads.
+
+    cl-plugins data list                 # every dataset: present / missing, size, checksum source
+    cl-plugins data download senteval    # fetch (checksummed) into the data root, or the cache if read-only
+    cl-plugins data verify               # sizes and hashes of everything present
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from integrations.common import data_registry
+from integrations.common.cli import new_parser, one_line_errors
+from integrations.common.paths import data_root
+
+
+def _size(n: int | None) -> str:
+    return "?" if n is None else f"{n / 1e6:.1f} MB" if n >= 1e5 else f"{n / 1e3:.1f} kB"
+
+
+def _names(names: list[str]) -> list[data_registry.Dataset]:
+    return list(data_registry.registry().values()) if names in ([], ["all"]) else [data_registry.get(n) for n in names]
+
+
+def list_datasets(_: argparse.Namespace) -> int:
+    print(f"data root: {data_root()}  (downloads go to {data_registry.download_root()})")
+    for d in data_registry.registry().values():
+        state = data_registry.status(d, deep=False)[0]
+        source = "no download" if not d.sources else f"{len(d.sources)} source{'s' * (len(d.sources) > 1)}"
+        print(f"{d.name:20} {state:8} {_size(d.size):>9}  {source:11}  {d.what}  [checksums: {d.checksums}]")
+    return 0
+
+
+def download(args: argparse.Namespace) -> int:
+    for d in _names(args.names):
+        if not d.sources:
+            print(f"{d.name}: skipped, no download source ({d.checksums})")
+            continue
+        root = data_registry.fetch(d, force=args.force)
+        print(f"{d.name}: present and verified under {root}")
+    return 0
+
+
+def verify(args: argparse.Namespace) -> int:
+    bad = 0
+    for d in _names(args.names):
+        state, problems = data_registry.status(d)
+        unverified = sum(not e.verifiable for e in d.files.values())
+        note = f" ({unverified} of {len(d.files)} files without a known hash: size only)" if unverified else ""
+        print(f"{d.name:20} {state}{note if state == 'present' else ''}")
+        if state == "corrupt":
+            bad += 1
+            for problem in problems:
+                print(f"    {problem}")
+    return 1 if bad else 0
+
+
+@one_line_errors
+def main(argv: list[str] | None = None) -> int:
+    parser = new_parser(__doc__)
+    sub = parser.add_subparsers(dest="action", required=True)
+    sub.add_parser("list", help="every registered dataset and whether it is here").set_defaults(run=list_datasets)
+    get = sub.add_parser("download", help="fetch datasets (names, or all) and verify them")
+    get.add_argument("names", nargs="*", help="registry names (default: all)")
+    get.add_argument("--force", action="store_true", help="download again even when present")
+    get.set_defaults(run=download)
+    check = sub.add_parser("verify", help="check sizes and hashes of the present files (exit 1 if any is corrupt)")
+    check.add_argument("names", nargs="*", help="registry names (default: all)")
+    check.set_defaults(run=verify)
+    args = parser.parse_args(argv)
+    status = args.run(args)
+    if status:
+        raise SystemExit(status)
+    return status
