@@ -184,10 +184,10 @@ def tiny_dataset(server: Server) -> Dataset:
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     files = {"t/one.txt": Expected(size=3, sha256=sha(b"one")), "t/head.txt": Expected(len(head), sha(head)),
-             "t/arch/A.txt": Expected(sha256=sha(b"a\n")), "t/arch/sub/B.txt": Expected(sha256=sha(b"b\n"))}  # fmt: skip
+             "t/arch/A.txt": Expected(sha256=sha(b"a\n")), "t/arch/sub/B.txt": Expected(sha256=sha(b"b\n"))}
     sources = (Source(server.put("one.txt", b"one"), "t/one.txt", expect=files["t/one.txt"]),
                Source(server.put("lines.txt", lines), "t/head.txt", "head", expect=files["t/head.txt"]),
-               Source(server.put("arch.tar.gz", tar_bytes.getvalue()), "t/arch", "archive", anchor="sub/B.txt"))  # fmt: skip
+               Source(server.put("arch.tar.gz", tar_bytes.getvalue()), "t/arch", "archive", anchor="sub/B.txt"))
     return Dataset("tiny", "fixture", files, sources, "test", "made in the test")
 
 
