@@ -33,6 +33,7 @@ from integrations.common.results import mean_std, write_json
 from integrations.common.run_guard import guarded
 
 from .augment import GraphAugmentor
+from .checkpoints import load_molecule_gin
 from .encoders import MASK_ATOM, MoleculeGIN, projection_head
 from .molecules import MoleculeNetData, multitask_roc_auc, roc_auc_tasks, scaffold_split, zinc_graphs
 from .trainer import GraphCL, fit
@@ -51,7 +52,9 @@ class TransferConfig:
     num_layers: int = field(default=5, metadata={"help": "GIN layers"})
     emb_dim: int = field(default=300, metadata={"help": "GIN width"})
     pretrain: bool = field(default=True, metadata={"help": "pre-train (--no-pretrain: fine-tune from scratch)"})
-    input_model: str = field(default="", metadata={"help": "a saved pre-trained GIN (skips pre-training)"})
+    input_model: str = field(default="", metadata={
+        "help": "a pre-trained GIN (skips pre-training): our pre-training file, or Hu et al.'s / GraphCL's released "
+                "model_gin/*.pth (keys converted), saved on any device"})  # fmt: skip
     pretrain_molecules: int = field(default=0, metadata={"help": "use the first N ZINC SMILES (0: all)"})
     pretrain_epochs: int = field(default=2, metadata={"help": "pre-training epochs (GraphCL: 100)"})
     pretrain_batch_size: int = field(default=256, metadata={"help": "molecules per pre-training batch"})
@@ -210,8 +213,7 @@ def finetune(
 def run(config: TransferConfig) -> dict[str, Any]:
     out = Path(config.output_dir)
     if config.input_model:
-        saved = atomic.load_torch(Path(config.input_model), "GraphCL pre-training file (--input_model)", ("gnn",))
-        gnn_state = saved["gnn"]
+        gnn_state = load_molecule_gin(config.input_model)
     elif config.pretrain:
         gnn_state = pretrain(config)
     else:
