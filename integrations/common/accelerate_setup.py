@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from pathlib import Path
 from typing import Any
 
 import torch
+
+
+def available_tracker(log_with: str) -> str:
+    """``log_with``, or ``"none"`` with a one-line notice when it is TensorBoard and TensorBoard is not installed
+    (Accelerate would warn and log nothing)."""
+    if log_with == "tensorboard" and not any(importlib.util.find_spec(m) for m in ("tensorboard", "tensorboardX")):
+        print("notice: TensorBoard is not installed, so this run logs to no tracker (pip install tensorboard, or "
+              "--log_with wandb / none)", file=sys.stderr)  # fmt: skip
+        return "none"
+    return log_with
 
 
 def make_accelerator(
@@ -23,6 +35,7 @@ def make_accelerator(
     # several runs in one process (benchmarks, tests) may differ in precision; the process group stays
     AcceleratorState._reset_state()
     out = Path(out)
+    log_with = available_tracker(log_with)
     handlers = [DistributedDataParallelKwargs(find_unused_parameters=True)] if find_unused_parameters else []
     return Accelerator(
         # without cpu=True, Accelerate ignores a torchrun world on a machine without GPUs (each rank alone)

@@ -22,7 +22,20 @@ def _names(names: list[str]) -> list[data_registry.Dataset]:
     return list(data_registry.registry().values()) if names in ([], ["all"]) else [data_registry.get(n) for n in names]
 
 
-def list_datasets(_: argparse.Namespace) -> int:
+def markdown_table() -> str:
+    """The registry as the table of ``docs/data.md``."""
+    rows = ["| name | what | files | size | sources | licence | checksums |", "|---|---|---|---|---|---|---|"]
+    for d in data_registry.registry().values():
+        hosts = sorted({s.url.split("/")[2] for s in d.sources}) or ["none"]
+        rows.append(f"| `{d.name}` | {d.what} | {len(d.files)} | {_size(d.size)} | {', '.join(hosts)} | {d.licence} "
+                    f"| {d.checksums} |")  # fmt: skip
+    return "\n".join(rows) + "\n"
+
+
+def list_datasets(args: argparse.Namespace) -> int:
+    if args.markdown:
+        print(markdown_table(), end="")
+        return 0
     print(f"data root: {data_root()}  (downloads go to {data_registry.download_root()})")
     for d in data_registry.registry().values():
         state = data_registry.status(d, deep=False)[0]
@@ -59,7 +72,9 @@ def verify(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = new_parser(__doc__)
     sub = parser.add_subparsers(dest="action", required=True)
-    sub.add_parser("list", help="every registered dataset and whether it is here").set_defaults(run=list_datasets)
+    listing = sub.add_parser("list", help="every registered dataset and whether it is here")
+    listing.add_argument("--markdown", action="store_true", help="the registry as a markdown table (docs/data.md)")
+    listing.set_defaults(run=list_datasets)
     get = sub.add_parser("download", help="fetch datasets (names, or all) and verify them")
     get.add_argument("names", nargs="*", help="registry names (default: all)")
     get.add_argument("--force", action="store_true", help="download again even when present")

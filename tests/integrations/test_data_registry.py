@@ -107,3 +107,9 @@ def test_unknown_name_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
 def test_an_entry_without_source_says_so(data_root: Path) -> None:
     with pytest.raises(FileNotFoundError, match="cifar10-jpg has no download source"):
         data_registry.fetch(data_registry.get("cifar10-jpg"))
+
+
+def test_docs_table_is_the_registry() -> None:
+    from integrations.common.data_cli import markdown_table
+
+    assert markdown_table() in (ROOT / "docs" / "data.md").read_text(), "regenerate: cl-plugins data list --markdown"

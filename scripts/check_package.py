@@ -1,0 +1,81 @@
+"""Build the wheel and the sdist, check what they hold, install the wheel in a fresh venv and run it.
+
+    python scripts/check_package.py          # CI runs this after the tests
+
+Checks: the sdist holds every tracked file the tests, examples, benchmarks and docs need; the wheel holds
+LICENSE, py.typed and the data registry's checksums; in a new virtual environment (the system's packages
+visible for torch, the wheel installed without dependencies) ``cl-plugins --help`` and
+``cl-plugins data list`` run and import the installed copy, not this checkout.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SDIST_TREES = ("cl_plugins/", "integrations/", "tests/", "examples/", "benchmarks/", "docs/", "scripts/")
+
+
+def run(*cmd: str, cwd: Path = ROOT) -> str:
+    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"error: {' '.join(cmd)} exited with {done.returncode}:\n{done.stdout}{done.stderr}")
+    return done.stdout
+
+
+def check_sdist(sdist: Path) -> None:
+    tracked = run("git", "ls-files").splitlines()
+    wanted = {f for f in tracked if f.startswith(SDIST_TREES) or f in ("LICENSE", "README.md", "pyproject.toml")}
+    with tarfile.open(sdist) as tar:
+        held = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
+    missing = sorted(wanted - held)
+    if missing:
+        raise SystemExit(f"error: the sdist lacks {len(missing)} tracked files, e.g. {missing[:5]}; see MANIFEST.in")
+    print(f"sdist: all {len(wanted)} tracked files of {', '.join(SDIST_TREES)} and the top-level files")
+
+
+def check_wheel(wheel: Path) -> None:
+    names = zipfile.ZipFile(wheel).namelist()
+    for needed in ("cl_plugins/py.typed", "integrations/py.typed", "integrations/common/data_files.json",
+                   "integrations/console.py"):  # fmt: skip
+        if needed not in names:
+            raise SystemExit(f"error: the wheel lacks {needed}")
+    meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
+    text = zipfile.ZipFile(wheel).read(meta).decode()
+    if "License-Expression: MIT" not in text or not any(n.endswith("licenses/LICENSE") for n in names):
+        raise SystemExit("error: the wheel's metadata lacks the SPDX licence expression or the LICENSE file")
+    print(f"wheel: {len(names)} files, SPDX licence MIT, LICENSE, py.typed, data_files.json")
+
+
+def check_installed(wheel: Path, work: Path) -> None:
+    venv = work / "venv"
+    run(sys.executable, "-m", "venv", "--system-site-packages", str(venv))
+    run(str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-deps", str(wheel))
+    cli = str(venv / "bin" / "cl-plugins")
+    run(cli, "--help", cwd=work)
+    listing = run(cli, "data", "list", cwd=work)
+    where = run(str(venv / "bin" / "python"), "-c",
+                "import cl_plugins, integrations.console as c; print(cl_plugins.__file__); print(c.__file__)", cwd=work)  # fmt: skip
+    if any(not line.startswith(str(venv)) for line in where.split()):
+        raise SystemExit(f"error: the venv imported the checkout, not the wheel:\n{where}")
+    print(f"venv: cl-plugins --help and `cl-plugins data list` ({len(listing.splitlines()) - 1} datasets) ran "
+          "from the installed wheel")  # fmt: skip
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        run(sys.executable, "-m", "build", "--outdir", str(work / "dist"), ".")
+        check_sdist(next((work / "dist").glob("*.tar.gz")))
+        wheel = next((work / "dist").glob("*.whl"))
+        check_wheel(wheel)
+        check_installed(wheel, work)
+
+
+if __name__ == "__main__":
+    main()
