@@ -59,8 +59,8 @@ def check_installed(wheel: Path, work: Path) -> None:
     cli = str(venv / "bin" / "cl-plugins")
     run(cli, "--help", cwd=work)
     listing = run(cli, "data", "list", cwd=work)
-    where = run(str(venv / "bin" / "python"), "-c",
-                "import cl_plugins, integrations.console as c; print(cl_plugins.__file__); print(c.__file__)", cwd=work)  # fmt: skip
+    probe = "import cl_plugins, integrations.console as c; print(cl_plugins.__file__); print(c.__file__)"
+    where = run(str(venv / "bin" / "python"), "-c", probe, cwd=work)
     if any(not line.startswith(str(venv)) for line in where.split()):
         raise SystemExit(f"error: the venv imported the checkout, not the wheel:\n{where}")
     print(f"venv: cl-plugins --help and `cl-plugins data list` ({len(listing.splitlines()) - 1} datasets) ran "
