@@ -14,12 +14,17 @@ import torch
 from torch import nn
 
 from .distributed import all_reduce_sum, is_distributed, world_size
+from .fused import LazyLogits
 from .layouts import LAYOUTS, PairBlock, at_least_float32, build_blocks
 from .pairs import Pairs, softplus
+from .streaming import LogitMap
 from .validation import check_choice, check_pair, check_range, check_similarity
 
 Reduction = Literal["mean", "sum", "none"]
 REDUCTIONS = ("mean", "sum", "none")
+KERNELS = ("auto", "dense", "fused", "stream")
+#: ``kernel="auto"`` streams a scalar-temperature block from this many [A, M] entries on (256 MiB of float32)
+STREAM_FROM_ELEMENTS = 1 << 26
 
 
 class ContrastiveLoss(nn.Module):
@@ -38,9 +43,13 @@ class ContrastiveLoss(nn.Module):
             gradient so negatives (and batch statistics) are global. Default True.
         check_inputs: validate inputs (finite, non-zero rows, shapes). Costs one pass over
             the embeddings; disable only in tight loops you trust.
-        fused: for scalar-temperature strategies, use the fused path of
-            :mod:`cl_plugins.fused` (one [A, M] buffer). Same values and gradients; set False
-            to differentiate the loss twice (``retain_graph=True``).
+        kernel: how the [A, M] logits are computed (same values and gradients every way):
+            ``"dense"`` (autograd on the matrix; the only one that can be differentiated twice),
+            ``"fused"`` (scalar temperatures: one [A, M] buffer, :mod:`cl_plugins.fused`), ``"stream"``
+            (tiles recomputed in backward, no [A, M] buffer: :mod:`cl_plugins.streaming`; scalar and per-pair
+            strategies), or ``"auto"`` (default: per-pair strategies stream; scalar ones use ``"fused"`` below
+            :data:`STREAM_FROM_ELEMENTS` entries and stream above).
+        fused: ``False`` is ``kernel="dense"`` (kept for compatibility).
 
     Distributed semantics (``forward`` with ``gather_distributed=True``): the returned value is
     the loss of the global batch on every rank, and its gradient is scaled so that DDP's
@@ -88,6 +97,7 @@ class ContrastiveLoss(nn.Module):
         hard_negative_weight: float = 0.0,
         gather_distributed: bool = True,
         check_inputs: bool = True,
+        kernel: str = "auto",
         fused: bool = True,
     ) -> None:
         super().__init__()
@@ -103,13 +113,25 @@ class ContrastiveLoss(nn.Module):
         self.hard_negative_weight = check_range("hard_negative_weight", hard_negative_weight, -1e4, 1e4)
         self.gather_distributed = bool(gather_distributed)
         self.check_inputs = bool(check_inputs)
-        self.fused = bool(fused)
+        self.kernel = check_choice("kernel", kernel, KERNELS)
+        if not fused:
+            if self.kernel not in ("auto", "dense"):
+                raise ValueError(f"fused=False means kernel='dense'; drop it to use kernel={kernel!r}")
+            self.kernel = "dense"
+        if self.kernel == "fused" and not self.scalar_temperature:
+            raise ValueError(f"{self.name}: kernel='fused' applies to scalar temperatures; use 'stream' or 'dense'")
+        self.fused = self.kernel != "dense"
         self._stats: dict[str, list[torch.Tensor | float]] = {}
 
     # ------------------------------------------------------------------ strategy hooks
     def logits(self, sim: torch.Tensor, pairs: Pairs) -> torch.Tensor:
         """Map raw cosine similarities [A, M] (float32) to logits [A, M]."""
         raise NotImplementedError
+
+    def logit_map(self, pairs: Pairs) -> LogitMap | None:
+        """Per-pair strategies: their logits as an elementwise map of the cosine, for the streaming kernel
+        (None: the strategy has a scalar temperature, or only the dense path)."""
+        return None
 
     def pair_loss(self, logits: torch.Tensor, sim: torch.Tensor, pairs: Pairs) -> torch.Tensor:
         """Loss of every positive pair [P]; the default is InfoNCE or its decoupled form."""
@@ -210,19 +232,33 @@ class ContrastiveLoss(nn.Module):
             gather=self.gather_distributed,
         )
 
+    def block_kernel(self, block: PairBlock) -> str:
+        """The kernel ``block`` runs on: ``"dense"``, ``"fused"`` or ``"stream"`` (see ``kernel``)."""
+        per_pair = type(self).logit_map is not ContrastiveLoss.logit_map
+        if self.kernel == "dense" or not (self.scalar_temperature or per_pair):
+            return "dense"
+        biased = block.hard_cols is not None and self.hard_negative_weight != 0.0
+        if self.kernel == "stream" or per_pair or biased:  # the one-buffer kernel has no map and no bias
+            return "stream"
+        if self.kernel == "fused":
+            return "fused"
+        return "stream" if block.size >= STREAM_FROM_ELEMENTS else "fused"
+
     def block_loss(self, block: PairBlock) -> torch.Tensor:
         """Per-anchor losses [A] of one block."""
-        biased = block.hard_cols is not None and self.hard_negative_weight != 0.0
-        if self.fused and self.scalar_temperature and not biased:
-            return self.pairs_loss(block.lazy(), Pairs.from_block(block))
-        return self.pairs_loss(block.cosine(), Pairs.from_block(block))
+        kernel = self.block_kernel(block)
+        sim = block.cosine() if kernel == "dense" else block.lazy(stream=kernel == "stream")
+        return self.pairs_loss(sim, Pairs.from_block(block))
 
-    def pairs_loss(self, sim: torch.Tensor, pairs: Pairs) -> torch.Tensor:
+    def pairs_loss(self, sim: torch.Tensor | LazyLogits, pairs: Pairs) -> torch.Tensor:
         self.record(alignment=pairs.positive(sim).detach().mean())
         logits = self.logits(sim, pairs)
         if pairs.hard_cols is not None and self.hard_negative_weight != 0.0:
-            bias = logits.new_full(pairs.hard_cols.shape, self.hard_negative_weight)
-            logits = logits.index_put((pairs.rows, pairs.hard_cols), bias, accumulate=True)
+            if isinstance(logits, LazyLogits):
+                logits = logits.with_bias(pairs.hard_cols, self.hard_negative_weight)
+            else:
+                bias = logits.new_full(pairs.hard_cols.shape, self.hard_negative_weight)
+                logits = logits.index_put((pairs.rows, pairs.hard_cols), bias, accumulate=True)
         return pairs.per_anchor(self.pair_loss(logits, sim, pairs))
 
     def _reduce(self, per_anchor: torch.Tensor, *, global_batch: bool) -> torch.Tensor:

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
+from .streaming import LogitMap, streaming_negative_lse
+
 NEG_INF = float("-inf")
 # elements of one row chunk (1 MiB of float32): small enough to stay in a core's cache
 CHUNK_ELEMENTS = 1 << 18
@@ -67,24 +69,34 @@ class _NegativeLSE(torch.autograd.Function):
             )
         ctx.consumed = True
         a, c, x, s = ctx.saved_tensors
-        g = x.mul_(grad[:, None] / s)  # softmax over the negatives, times the incoming gradient
-        grad_a = g @ c if ctx.needs_input_grad[0] else None
-        grad_c = g.T @ a if ctx.needs_input_grad[1] else None
+        with torch.autocast(device_type=a.device.type, enabled=False):  # also when backward runs under autocast
+            g = x.mul_(grad[:, None] / s)  # softmax over the negatives, times the incoming gradient
+            grad_a = g @ c if ctx.needs_input_grad[0] else None
+            grad_c = g.T @ a if ctx.needs_input_grad[1] else None
         return grad_a, grad_c, None, None
 
 
 @dataclass(frozen=True)
 class LazyLogits:
-    """``scale * (anchors @ candidates.T)``, plus a separate positive column for queues.
+    """``scale * (anchors @ candidates.T)`` (or ``logit_map`` of the cosines), plus a separate positive column
+    for queues, plus ``bias`` on one column per row; computed only inside the loss kernels.
+
+    ``stream=True`` uses :mod:`cl_plugins.streaming` (tiles, no [A, M] buffer); so do a logit map and a bias,
+    which the one-buffer kernel of this module does not support.
 
     Shapes:
-        anchors: [A, D] and candidates: [M, D], both L2-normalised; positives: [A, D] or None.
+        anchors: [A, D] and candidates: [M, D], both L2-normalised; positives: [A, D] or None;
+        bias_cols: [A] or None.
     """
 
     anchors: torch.Tensor
     candidates: torch.Tensor
     positives: torch.Tensor | None = None
     scale: float | torch.Tensor = 1.0
+    stream: bool = False
+    logit_map: LogitMap | None = None
+    bias_cols: torch.Tensor | None = None
+    bias: float = 0.0
     # cosines of the positive pairs, shared by every rescaled copy (computed once per block)
     _positive_cache: dict[str, torch.Tensor] = field(default_factory=dict, compare=False, repr=False)
 
@@ -93,7 +105,19 @@ class LazyLogits:
         return self.anchors.dtype
 
     def __truediv__(self, tau: float | torch.Tensor) -> LazyLogits:
+        if self.logit_map is not None:
+            raise TypeError("mapped logits cannot be rescaled: put the temperature into the logit map")
         return replace(self, scale=self.scale / tau)
+
+    def mapped(self, logit_map: LogitMap) -> LazyLogits:
+        """Logits ``logit_map.value(cosine)`` (per-pair strategies): always the streaming kernel."""
+        if not (isinstance(self.scale, float) and self.scale == 1.0):
+            raise TypeError("a logit map applies to the cosines themselves, not to rescaled logits")
+        return replace(self, logit_map=logit_map)
+
+    def with_bias(self, cols: torch.Tensor, value: float) -> LazyLogits:
+        """``value`` added to the logit at column ``cols[a]`` of every row a (a hard negative's bias)."""
+        return replace(self, bias_cols=cols, bias=float(value))
 
     def scaled_anchors(self) -> torch.Tensor:
         if isinstance(self.scale, float) and self.scale == 1.0:
@@ -108,6 +132,8 @@ class LazyLogits:
             cos = (self.anchors * p).sum(dim=1)
             if torch.is_grad_enabled():  # a no-grad result must not stand in for the graph later
                 self._positive_cache["cos"] = cos
+        if self.logit_map is not None:
+            return self.logit_map.value(cos)
         if isinstance(self.scale, float) and self.scale == 1.0:
             return cos
         return cos * self.scale
@@ -116,4 +142,8 @@ class LazyLogits:
         """LSE over negatives [A] at this scale, then (no grad) at ``scale * r`` for each r."""
         # with separate positives (queue) every candidate is a negative
         exclude = None if self.positives is not None else exclude_cols
+        if self.stream or self.logit_map is not None or self.bias_cols is not None:
+            options = {"logit_map": self.logit_map, "bias_cols": self.bias_cols, "bias": self.bias}
+            anchors = self.scaled_anchors()
+            return streaming_negative_lse(anchors, self.candidates, exclude, ratios=tuple(ratios), **options)
         return list(_NegativeLSE.apply(self.scaled_anchors(), self.candidates, exclude, tuple(ratios)))

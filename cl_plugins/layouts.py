@@ -54,13 +54,19 @@ class PairBlock:
     hard_cols: torch.Tensor | None = None
     candidates_are_anchors: bool = False
 
-    def lazy(self) -> LazyLogits:
-        """The cosine matrix as :class:`~cl_plugins.fused.LazyLogits` (scalar-temperature path)."""
+    def lazy(self, stream: bool = False) -> LazyLogits:
+        """The cosine matrix as :class:`~cl_plugins.fused.LazyLogits` (the kernels' path); ``stream`` picks
+        the tiled kernel of :mod:`cl_plugins.streaming`."""
         with torch.autocast(device_type=self.anchors.device.type, enabled=False):
             a = unit_rows(self.anchors)
             c = a if self.candidates_are_anchors else unit_rows(self.candidates)
             p = None if self.positives is None else unit_rows(self.positives)
-        return LazyLogits(a, c, p)
+        return LazyLogits(a, c, p, stream=stream)
+
+    @property
+    def size(self) -> int:
+        """Entries of the block's [A, M] logit matrix."""
+        return self.anchors.shape[0] * (self.candidates.shape[0] + (self.positives is not None))
 
     def cosine(self) -> torch.Tensor:
         """Cosine similarities [A, M] in float32 (float64 for float64 inputs), also under autocast."""

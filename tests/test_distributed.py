@@ -40,6 +40,10 @@ CASES = [
     ("temperature_free", {}, "cross_view", {}),
     ("flatnce", {}, "simclr", {}),
     ("cosine_schedule", {}, "simclr", {}),
+    # scalar temperatures on the streaming kernel (per-pair strategies and hard-negative biases stream by default)
+    ("infonce", {"kernel": "stream"}, "simclr", {}),
+    ("macl", {"kernel": "stream"}, "cross_view", {"symmetric": True}),
+    ("dual_temperature", {"kernel": "stream"}, "simclr", {}),
 ]
 
 

@@ -37,8 +37,10 @@ from typing import Any
 import torch
 
 from ..base import ContrastiveLoss
+from ..fused import LazyLogits
 from ..pairs import Pairs
 from ..registry import register_loss
+from ..streaming import LogitMap
 from ..validation import check_choice, check_positive, check_range, check_temperature
 
 PROFILES = ("cosine", "shifted", "linear", "exponential", "monotone")
@@ -123,7 +125,20 @@ class DySTreSSLoss(ContrastiveLoss):
     def temperature(self, s: torch.Tensor) -> torch.Tensor:
         return dystress_temperature(s, self.tau_min, self.tau_max, self.profile, self.shift, self.scale)
 
-    def logits(self, sim: torch.Tensor, pairs: Pairs) -> torch.Tensor:
+    def logit_map(self, pairs: Pairs) -> LogitMap:
+        def on_stats(total: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> None:
+            self.record(tau_mean=total / pairs.negative_count(), tau_min=lo, tau_max=hi)
+
+        value = lambda s: s / self.temperature(s.detach() if self.detach else s)  # noqa: E731
+        # with tau(sg(s)) the derivative is 1 / tau(s); the full one (detach=False) comes from autograd per tile
+        derivative = (lambda s: 1 / self.temperature(s)) if self.detach else None
+        return LogitMap(value, derivative, stat=self.temperature, on_stats=on_stats)
+
+    def logits(self, sim: torch.Tensor | LazyLogits, pairs: Pairs) -> torch.Tensor | LazyLogits:
+        if isinstance(sim, LazyLogits):
+            with torch.no_grad():
+                self.record(tau_pos_mean=self.temperature(pairs.positive(sim)).mean())
+            return sim.mapped(self.logit_map(pairs))
         tau = self.temperature(sim.detach() if self.detach else sim)
         with torch.no_grad():
             neg = pairs.negative_logits(tau)  # -inf off the negatives

@@ -25,8 +25,10 @@ from typing import Any
 import torch
 
 from ..base import ContrastiveLoss
+from ..fused import LazyLogits
 from ..pairs import Pairs
 from ..registry import register_loss
+from ..streaming import LogitMap
 
 
 def effective_inverse_tau(s: torch.Tensor) -> torch.Tensor:
@@ -57,12 +59,22 @@ class TemperatureFreeLoss(ContrastiveLoss):
             raise ValueError(f"eps must lie in (0, 0.5), got {eps!r}; 1e-6 is the default")
         self.eps = float(eps)
 
-    def logits(self, sim: torch.Tensor, pairs: Pairs) -> torch.Tensor:
-        s = sim.clamp(-1 + self.eps, 1 - self.eps)
+    def _clamped(self, sim: torch.Tensor) -> torch.Tensor:
+        return sim.clamp(-1 + self.eps, 1 - self.eps)
+
+    def logit_map(self, pairs: Pairs) -> LogitMap:
+        lo, hi = -1 + self.eps, 1 - self.eps
+        # clamp passes the gradient on [lo, hi] (bounds included), as autograd's does
+        derivative = lambda s: torch.where((s >= lo) & (s <= hi), 2 / (1 - s * s), torch.zeros_like(s))  # noqa: E731
+        return LogitMap(lambda s: 2 * torch.atanh(self._clamped(s)), derivative)
+
+    def logits(self, sim: torch.Tensor | LazyLogits, pairs: Pairs) -> torch.Tensor | LazyLogits:
         with torch.no_grad():
             # the effective 1/tau of a pair is logit / s, 2 at s -> 0
-            self.record(inv_tau_pos_mean=effective_inverse_tau(pairs.positive(s)).mean())
-        return 2 * torch.atanh(s)
+            self.record(inv_tau_pos_mean=effective_inverse_tau(self._clamped(pairs.positive(sim))).mean())
+        if isinstance(sim, LazyLogits):
+            return sim.mapped(self.logit_map(pairs))
+        return 2 * torch.atanh(self._clamped(sim))
 
     def extra_repr(self) -> str:
         return f"eps={self.eps}, " + super().extra_repr()

@@ -1,0 +1,185 @@
+"""Streaming log-sum-exp over negatives: tiles of the [A, M] logit matrix, never the matrix itself.
+
+The loss of every non-AMCL strategy needs, per anchor a, ``LSE_{n in neg(a)} l_an`` (see
+:mod:`cl_plugins.pairs`), where ``l_an = phi(x_an)`` and ``x = anchors @ candidates.T``: ``phi`` is the identity
+for scalar temperatures (the anchors come pre-scaled by 1/tau) and an elementwise logit map for per-pair
+strategies (DySTreSS's ``s / tau(s)``, temperature-free's ``2 atanh(s)``). The forward pass walks row blocks of
+the anchors and column tiles of the candidates, keeping a running max and sum of exponentials per row (the
+flash-attention / Inf-CL recurrence); backward recomputes each tile from the embeddings. Peak memory is
+O((A + M) D + R T) for tiles of R rows and T columns, never O(A M).
+
+Per tile, the non-negatives of a row (its positive and itself, :mod:`cl_plugins.layouts`) are set to -inf after
+``phi``, and a per-row bias may be added to one column (SimCSE's ``hard_negative_weight``). Extra log-sum-exps at
+other scales ``r`` (dual temperature's tau_alpha / tau_beta) ride along without gradient, and a map may ask for
+the sum, min and max of a statistic over the negatives (DySTreSS's tau).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+NEG_INF = float("-inf")
+#: elements of one tile (R x T): 4 MiB of float32 keeps the exponentials near the cores
+TILE_ELEMENTS = 1 << 20
+#: rows per block: tall enough for efficient matmuls, short enough that R x T stays at TILE_ELEMENTS
+ROW_BLOCK = 2048
+
+
+@dataclass(frozen=True)
+class LogitMap:
+    """An elementwise logit ``phi(x)`` of the cosine ``x``, with its derivative.
+
+    ``derivative=None`` differentiates ``value`` with autograd inside each tile (exact, slower).
+    ``stat`` (optional) is a per-pair quantity whose sum, min and max over the negatives are passed to
+    ``on_stats(sum, min, max)`` after the forward pass.
+    """
+
+    value: Callable[[torch.Tensor], torch.Tensor]
+    derivative: Callable[[torch.Tensor], torch.Tensor] | None = None
+    stat: Callable[[torch.Tensor], torch.Tensor] | None = None
+    on_stats: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], None] | None = None
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What every tile needs besides the embeddings."""
+
+    exclude: torch.Tensor | None  # [A, k] columns that are not negatives
+    bias_cols: torch.Tensor | None  # [A] column receiving ``bias``
+    bias: float
+    logit_map: LogitMap | None
+    ratios: tuple[float, ...]
+    rows: int
+    cols: int
+
+
+def tile_sizes(n_rows: int, n_cols: int) -> tuple[int, int]:
+    rows = min(n_rows, ROW_BLOCK)
+    return rows, min(n_cols, max(128, TILE_ELEMENTS // rows))
+
+
+def _tile(a: torch.Tensor, c: torch.Tensor, r0: int, t0: int, plan: _Plan) -> tuple[torch.Tensor, torch.Tensor]:
+    """(x, logits) of rows ``r0:`` of ``a`` against the candidate tile ``c`` starting at column ``t0``; without a
+    logit map, ``logits`` may be ``x`` itself, masked in place."""
+    x = a @ c.T
+    logits = x if plan.logit_map is None else plan.logit_map.value(x)
+    n_rows, width = x.shape
+    if plan.bias_cols is not None:
+        local = plan.bias_cols[r0 : r0 + n_rows] - t0
+        hit = (local >= 0) & (local < width)
+        if bool(hit.any()):
+            rows = hit.nonzero().squeeze(1)
+            logits = logits.index_put((rows, local[rows]), logits.new_tensor(plan.bias), accumulate=True)
+    if plan.exclude is not None:
+        local = plan.exclude[r0 : r0 + n_rows] - t0
+        rows, k = ((local >= 0) & (local < width)).nonzero(as_tuple=True)
+        logits = logits.index_put_((rows, local[rows, k]), logits.new_tensor(NEG_INF))
+    return x, logits
+
+
+def _row_block_forward(a: torch.Tensor, c: torch.Tensor, r0: int, width: int, plan: _Plan) -> list[torch.Tensor]:
+    """[lse, extras..., (stat sum, min, max)] of one row block, streaming over column tiles."""
+    n = a.shape[0]
+    m = a.new_full((n,), NEG_INF)
+    s = a.new_zeros(n)
+    extra_sums = [a.new_zeros(n) for _ in plan.ratios]
+    stats = [a.new_zeros(()), a.new_full((), float("inf")), a.new_full((), NEG_INF)]
+    for t0 in range(0, plan.cols, width):
+        x, logits = _tile(a, c[t0 : t0 + width], r0, t0, plan)
+        m_new = torch.maximum(m, logits.amax(dim=1))
+        shift = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)  # rows with no negative yet
+        centred = logits - shift[:, None]
+        for i, r in enumerate(plan.ratios):
+            extra_sums[i] = extra_sums[i] * torch.exp(r * (m - shift)) + torch.exp(centred * r).sum(dim=1)
+        s = s * torch.exp(m - shift) + centred.exp_().sum(dim=1)
+        m = m_new
+        if plan.logit_map is not None and plan.logit_map.stat is not None:
+            kept = plan.logit_map.stat(x)[torch.isfinite(logits)]
+            stats = [stats[0] + kept.sum(), torch.minimum(stats[1], kept.min()), torch.maximum(stats[2], kept.max())]
+    out = [m + s.log()] + [r * m + e.log() for r, e in zip(plan.ratios, extra_sums)]
+    return out + (stats if plan.logit_map is not None and plan.logit_map.stat is not None else [])
+
+
+class _StreamingNegativeLSE(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a, c, plan):  # type: ignore[override]
+        with torch.autocast(device_type=a.device.type, enabled=False), torch.no_grad():
+            rows, width = tile_sizes(plan.rows, plan.cols)
+            parts = [_row_block_forward(a[r0 : r0 + rows], c, r0, width, plan) for r0 in range(0, plan.rows, rows)]
+            n_out = 1 + len(plan.ratios)
+            outs = [torch.cat([p[i] for p in parts]) for i in range(n_out)]
+            if len(parts[0]) > n_out:  # the map's statistic over the negatives
+                total = torch.stack([p[n_out] for p in parts]).sum()
+                lo = torch.stack([p[n_out + 1] for p in parts]).min()
+                hi = torch.stack([p[n_out + 2] for p in parts]).max()
+                plan.logit_map.on_stats(total, lo, hi)
+        ctx.save_for_backward(a, c, outs[0])
+        ctx.plan = plan
+        ctx.mark_non_differentiable(*outs[1:])
+        return tuple(outs)
+
+    @staticmethod
+    def backward(ctx, grad, *unused):  # type: ignore[override]
+        if torch.is_grad_enabled():
+            raise RuntimeError(
+                "the streaming loss kernel has no second derivative (create_graph=True, e.g. a gradient penalty); "
+                "build the loss with kernel='dense' for that"
+            )
+        a, c, lse = ctx.saved_tensors
+        plan: _Plan = ctx.plan
+        with torch.autocast(device_type=a.device.type, enabled=False):
+            grad_a = torch.zeros_like(a) if ctx.needs_input_grad[0] else None
+            grad_c = torch.zeros_like(c) if ctx.needs_input_grad[1] else None
+            rows, width = tile_sizes(plan.rows, plan.cols)
+            for r0 in range(0, plan.rows, rows):
+                a_blk = a[r0 : r0 + rows]
+                centre, weight = lse[r0 : r0 + rows, None], grad[r0 : r0 + rows, None]
+                for t0 in range(0, plan.cols, width):
+                    c_tile = c[t0 : t0 + width]
+                    x, logits = _tile(a_blk, c_tile, r0, t0, plan)
+                    g = _through_map(logits.sub_(centre).exp_().mul_(weight), x, plan.logit_map)
+                    if grad_a is not None:
+                        grad_a[r0 : r0 + rows].addmm_(g, c_tile)
+                    if grad_c is not None:
+                        grad_c[t0 : t0 + width].addmm_(g.T, a_blk)
+        return grad_a, grad_c, None
+
+
+def _through_map(g: torch.Tensor, x: torch.Tensor, logit_map: LogitMap | None) -> torch.Tensor:
+    """dL/dx from dL/dlogits: times phi'(x), explicitly or by autograd on the tile."""
+    if logit_map is None:
+        return g
+    if logit_map.derivative is not None:
+        return g.mul_(logit_map.derivative(x))
+    with torch.enable_grad():
+        leaf = x.detach().requires_grad_(True)
+        (out,) = torch.autograd.grad(logit_map.value(leaf), leaf, grad_outputs=g)
+    return out
+
+
+def streaming_negative_lse(
+    anchors: torch.Tensor,
+    candidates: torch.Tensor,
+    exclude_cols: torch.Tensor | None = None,
+    *,
+    ratios: tuple[float, ...] = (),
+    logit_map: LogitMap | None = None,
+    bias_cols: torch.Tensor | None = None,
+    bias: float = 0.0,
+) -> list[torch.Tensor]:
+    """LSE over each anchor's negatives of ``phi(anchors @ candidates.T)`` [A], then (no grad) at ``r *`` the
+    logits for each ratio r.
+
+    Shapes:
+        anchors: [A, D] (pre-scaled by 1/tau for a scalar temperature); candidates: [M, D];
+        exclude_cols: [A, k] columns that are not negatives; bias_cols: [A] one column per row that gets
+        ``bias`` added to its logit. Returns ``1 + len(ratios)`` tensors [A].
+    """
+    if ratios and logit_map is not None:
+        raise ValueError("extra scales (ratios) apply to scalar temperatures only")
+    plan = _Plan(exclude_cols, bias_cols, float(bias), logit_map, tuple(float(r) for r in ratios),
+                 anchors.shape[0], candidates.shape[0])  # fmt: skip
+    return list(_StreamingNegativeLSE.apply(anchors, candidates, plan))

@@ -1,0 +1,156 @@
+"""The streaming kernel equals the dense path: every strategy (from the registry) x every layout, many tiles or
+one, float64 to 1e-10, float32 to 1e-5, under autocast, at similarities of exactly +-1; and it never stores an
+[A, M] tensor."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import cl_plugins as clp
+from cl_plugins import base, streaming
+from cl_plugins.base import ContrastiveLoss
+
+STREAMABLE = [n for n in clp.available_losses()
+              if clp.get_loss_class(n).scalar_temperature
+              or clp.get_loss_class(n).logit_map is not ContrastiveLoss.logit_map]  # fmt: skip
+LAYOUTS = {
+    "simclr": ({"layout": "simclr"}, {}),
+    "grace": ({"layout": "grace"}, {}),
+    "cross_view": ({"layout": "cross_view"}, {}),
+    "cross_view-symmetric": ({"layout": "cross_view", "symmetric": True}, {}),
+    "cross_view-hard": ({"layout": "cross_view", "hard_negative_weight": 0.3}, {"hard": True}),
+    "queue": ({"layout": "queue"}, {"queue": True}),
+    "queue-symmetric": ({"layout": "queue", "symmetric": True}, {"queue": True}),
+}
+N, D, K = 9, 6, 7
+
+
+def _inputs(dtype: torch.dtype, seed: int = 0) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return {k: torch.randn(n, D, generator=g, dtype=dtype) for k, n in (("z1", N), ("z2", N), ("hard", N), ("queue", K))}
+
+
+def _run(name: str, kernel: str, layout: str, data: dict[str, torch.Tensor], autocast: torch.dtype | None = None,
+         **kwargs):  # type: ignore[no-untyped-def]  # fmt: skip
+    options, call = LAYOUTS[layout]
+    loss_fn = clp.build_host_loss(name, host_tau=0.2, kernel=kernel, **options, **kwargs).to(data["z1"].dtype)
+    z1, z2, hard = (data[k].clone().requires_grad_() for k in ("z1", "z2", "hard"))
+    extra = {}
+    if call.get("hard"):
+        extra["hard_negatives"] = hard
+    if call.get("queue"):
+        extra["queue"] = data["queue"]
+    with torch.autocast("cpu", dtype=autocast or torch.bfloat16, enabled=autocast is not None):
+        loss = loss_fn(z1, z2, **extra)  # backward outside autocast, as torch's AMP recipe has it
+    inputs = [z1, z2] + ([hard] if call.get("hard") else []) + list(loss_fn.parameters())
+    grads = torch.autograd.grad(loss.sum(), inputs)
+    return loss.detach(), grads, loss_fn.stats
+
+
+def _assert_same(a, b, rtol: float, atol: float) -> None:  # type: ignore[no-untyped-def]
+    (l1, g1, s1), (l2, g2, s2) = a, b
+    torch.testing.assert_close(l1, l2, rtol=rtol, atol=atol)
+    for x, y in zip(g1, g2, strict=True):
+        torch.testing.assert_close(x, y, rtol=rtol, atol=atol)
+    assert s1.keys() == s2.keys()
+    for k in s1:
+        assert s1[k] == pytest.approx(s2[k], rel=max(rtol, 1e-9), abs=atol), k
+
+
+@pytest.fixture(params=["many-tiles", "one-tile"])
+def tiles(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "many-tiles":  # 4-row blocks x 5-column tiles: exclusions and positives cross tile edges
+        monkeypatch.setattr(streaming, "ROW_BLOCK", 4)
+        monkeypatch.setattr(streaming, "TILE_ELEMENTS", 20)
+        monkeypatch.setattr(streaming, "tile_sizes", lambda rows, cols: (min(rows, 4), min(cols, 5)))
+    return request.param
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("name", STREAMABLE)
+def test_stream_equals_dense_float64(name: str, layout: str, tiles: str) -> None:
+    if layout not in clp.get_loss_class(name).layouts and LAYOUTS[layout][0]["layout"] not in clp.get_loss_class(
+            name).layouts:  # fmt: skip
+        pytest.skip(f"{name} does not support {layout}")
+    data = _inputs(torch.float64)
+    _assert_same(_run(name, "stream", layout, data), _run(name, "dense", layout, data), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("profile,extra", [("cosine", {}), ("shifted", {"shift": -0.4, "scale": 0.7}),
+                                           ("linear", {}), ("exponential", {}), ("monotone", {})])  # fmt: skip
+@pytest.mark.parametrize("detach", [True, False])
+def test_every_dystress_profile_streams_exactly(profile: str, extra: dict, detach: bool, tiles: str) -> None:
+    data = _inputs(torch.float64)
+    kwargs = {"profile": profile, "detach": detach, **extra}
+    for layout in ("simclr", "cross_view-hard"):
+        _assert_same(_run("dystress", "stream", layout, data, **kwargs),
+                     _run("dystress", "dense", layout, data, **kwargs), rtol=1e-10, atol=1e-12)  # fmt: skip
+
+
+@pytest.mark.parametrize("name", STREAMABLE)
+def test_stream_equals_dense_float32_and_reduction_none(name: str, tiles: str) -> None:
+    data = _inputs(torch.float32)
+    for layout in ("simclr", "cross_view-symmetric"):
+        _assert_same(_run(name, "stream", layout, data, reduction="none"),
+                     _run(name, "dense", layout, data, reduction="none"), rtol=1e-5, atol=1e-6)  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("name", STREAMABLE)
+def test_under_autocast(name: str, dtype: torch.dtype) -> None:
+    data = _inputs(torch.float32)
+    stream = _run(name, "stream", "simclr", data, autocast=dtype)
+    dense = _run(name, "dense", "simclr", data, autocast=dtype)
+    assert stream[0].dtype == torch.float32
+    _assert_same(stream, dense, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", STREAMABLE)
+def test_similarities_of_exactly_plus_and_minus_one(name: str) -> None:
+    """Positives identical to their anchors (s = 1) and negatives opposite to them (s = -1)."""
+    base_rows = torch.eye(N, D, dtype=torch.float64)[:, :D]
+    base_rows[D:] = torch.randn(N - D, D, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    data = {"z1": base_rows, "z2": base_rows.clone(), "hard": -base_rows, "queue": -base_rows[:K]}
+    for layout in ("simclr", "cross_view-hard", "queue"):
+        stream, dense = _run(name, "stream", layout, data), _run(name, "dense", layout, data)
+        assert torch.isfinite(stream[0]).all() and all(torch.isfinite(g).all() for g in stream[1])
+        _assert_same(stream, dense, rtol=1e-10, atol=1e-12)
+
+
+def test_double_backward_is_refused_and_retain_graph_works() -> None:
+    z1 = torch.randn(5, 4, requires_grad=True)
+    loss = clp.build_loss("dystress", kernel="stream")(z1, torch.randn(5, 4))
+    with pytest.raises(RuntimeError, match="no second derivative.*kernel='dense'"):
+        torch.autograd.grad(loss, z1, create_graph=True)
+    loss = clp.build_loss("infonce", kernel="stream")(z1, torch.randn(5, 4))
+    loss.backward(retain_graph=True)
+    loss.backward()  # the tiles are recomputed, nothing was consumed
+
+
+def test_no_saved_tensor_is_as_large_as_the_logit_matrix(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(streaming, "tile_sizes", lambda rows, cols: (min(rows, 16), min(cols, 16)))
+    n, dim = 64, 8  # simclr: A = M = 128, so [A, M] has 16384 entries
+    for name in ("infonce", "dystress", "temperature_free", "dual_temperature"):
+        largest = []
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: largest.append(t.numel()) or t, lambda t: t):
+            loss = clp.build_loss(name, kernel="stream")(torch.randn(n, dim, requires_grad=True), torch.randn(n, dim))
+        loss.backward()
+        assert max(largest) < (2 * n) ** 2 // 4, (name, max(largest))
+
+
+def test_kernel_choice(monkeypatch: pytest.MonkeyPatch) -> None:
+    block = clp.build_loss("infonce").blocks(torch.randn(8, 4), torch.randn(8, 4))[0]
+    assert clp.build_loss("infonce").block_kernel(block) == "fused"
+    monkeypatch.setattr(base, "STREAM_FROM_ELEMENTS", block.size)
+    assert clp.build_loss("infonce").block_kernel(block) == "stream"
+    assert clp.build_loss("infonce", kernel="fused").block_kernel(block) == "fused"
+    assert clp.build_loss("dystress").block_kernel(block) == "stream"
+    assert clp.build_loss("temperature_free", kernel="dense").block_kernel(block) == "dense"
+    assert clp.build_loss("infonce", fused=False).block_kernel(block) == "dense"
+    with pytest.raises(ValueError, match="kernel='fused' applies to scalar temperatures"):
+        clp.build_loss("dystress", kernel="fused")
+    with pytest.raises(ValueError, match="fused=False means kernel='dense'"):
+        clp.build_loss("infonce", fused=False, kernel="stream")
+    with pytest.raises(ValueError, match="kernel"):
+        clp.build_loss("infonce", kernel="flash")
