@@ -28,7 +28,8 @@ N, D, K = 9, 6, 7
 
 def _inputs(dtype: torch.dtype, seed: int = 0) -> dict[str, torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
-    return {k: torch.randn(n, D, generator=g, dtype=dtype) for k, n in (("z1", N), ("z2", N), ("hard", N), ("queue", K))}
+    rows = (("z1", N), ("z2", N), ("hard", N), ("queue", K))
+    return {k: torch.randn(n, D, generator=g, dtype=dtype) for k, n in rows}
 
 
 def _run(name: str, kernel: str, layout: str, data: dict[str, torch.Tensor], autocast: torch.dtype | None = None,
@@ -132,11 +133,11 @@ def test_no_saved_tensor_is_as_large_as_the_logit_matrix(monkeypatch: pytest.Mon
     monkeypatch.setattr(streaming, "tile_sizes", lambda rows, cols: (min(rows, 16), min(cols, 16)))
     n, dim = 64, 8  # simclr: A = M = 128, so [A, M] has 16384 entries
     for name in ("infonce", "dystress", "temperature_free", "dual_temperature"):
-        largest = []
-        with torch.autograd.graph.saved_tensors_hooks(lambda t: largest.append(t.numel()) or t, lambda t: t):
+        sizes: list[int] = []
+        with torch.autograd.graph.saved_tensors_hooks(lambda t, seen=sizes: seen.append(t.numel()) or t, lambda t: t):
             loss = clp.build_loss(name, kernel="stream")(torch.randn(n, dim, requires_grad=True), torch.randn(n, dim))
         loss.backward()
-        assert max(largest) < (2 * n) ** 2 // 4, (name, max(largest))
+        assert max(sizes) < (2 * n) ** 2 // 4, (name, max(sizes))
 
 
 def test_kernel_choice(monkeypatch: pytest.MonkeyPatch) -> None:
