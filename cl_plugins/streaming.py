@@ -22,10 +22,10 @@ from dataclasses import dataclass
 import torch
 
 NEG_INF = float("-inf")
-#: elements of one tile (R x T): 4 MiB of float32 keeps the exponentials near the cores
-TILE_ELEMENTS = 1 << 20
-#: rows per block: tall enough for efficient matmuls, short enough that R x T stays at TILE_ELEMENTS
-ROW_BLOCK = 2048
+#: elements of one tile (R x T): 1 MiB of float32 stays in a core's cache across the tile's passes
+TILE_ELEMENTS = 1 << 18
+#: columns per tile; rows per block follow from TILE_ELEMENTS
+TILE_COLUMNS = 512
 
 
 @dataclass(frozen=True)
@@ -57,8 +57,9 @@ class _Plan:
 
 
 def tile_sizes(n_rows: int, n_cols: int) -> tuple[int, int]:
-    rows = min(n_rows, ROW_BLOCK)
-    return rows, min(n_cols, max(128, TILE_ELEMENTS // rows))
+    """(rows per block R, columns per tile T)."""
+    width = min(n_cols, TILE_COLUMNS)
+    return min(n_rows, max(64, TILE_ELEMENTS // width)), width
 
 
 def _tile(a: torch.Tensor, c: torch.Tensor, r0: int, t0: int, plan: _Plan) -> tuple[torch.Tensor, torch.Tensor]:
@@ -89,16 +90,16 @@ def _row_block_forward(a: torch.Tensor, c: torch.Tensor, r0: int, width: int, pl
     stats = [a.new_zeros(()), a.new_full((), float("inf")), a.new_full((), NEG_INF)]
     for t0 in range(0, plan.cols, width):
         x, logits = _tile(a, c[t0 : t0 + width], r0, t0, plan)
+        if plan.logit_map is not None and plan.logit_map.stat is not None:
+            kept = plan.logit_map.stat(x)[torch.isfinite(logits)]
+            stats = [stats[0] + kept.sum(), torch.minimum(stats[1], kept.min()), torch.maximum(stats[2], kept.max())]
         m_new = torch.maximum(m, logits.amax(dim=1))
         shift = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)  # rows with no negative yet
-        centred = logits - shift[:, None]
+        centred = logits.sub_(shift[:, None])  # in place: x (or the map's output) is not needed any more
         for i, r in enumerate(plan.ratios):
             extra_sums[i] = extra_sums[i] * torch.exp(r * (m - shift)) + torch.exp(centred * r).sum(dim=1)
         s = s * torch.exp(m - shift) + centred.exp_().sum(dim=1)
         m = m_new
-        if plan.logit_map is not None and plan.logit_map.stat is not None:
-            kept = plan.logit_map.stat(x)[torch.isfinite(logits)]
-            stats = [stats[0] + kept.sum(), torch.minimum(stats[1], kept.min()), torch.maximum(stats[2], kept.max())]
     out = [m + s.log()] + [r * m + e.log() for r, e in zip(plan.ratios, extra_sums)]
     return out + (stats if plan.logit_map is not None and plan.logit_map.stat is not None else [])
 

@@ -62,8 +62,6 @@ def _assert_same(a, b, rtol: float, atol: float) -> None:  # type: ignore[no-unt
 @pytest.fixture(params=["many-tiles", "one-tile"])
 def tiles(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     if request.param == "many-tiles":  # 4-row blocks x 5-column tiles: exclusions and positives cross tile edges
-        monkeypatch.setattr(streaming, "ROW_BLOCK", 4)
-        monkeypatch.setattr(streaming, "TILE_ELEMENTS", 20)
         monkeypatch.setattr(streaming, "tile_sizes", lambda rows, cols: (min(rows, 4), min(cols, 5)))
     return request.param
 
