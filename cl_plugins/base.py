@@ -15,7 +15,7 @@ from torch import nn
 
 from .distributed import all_reduce_sum, is_distributed, world_size
 from .fused import LazyLogits
-from .layouts import LAYOUTS, PairBlock, at_least_float32, build_blocks
+from .layouts import LAYOUTS, PairBlock, at_least_float32, build_blocks, unit_rows
 from .pairs import Pairs, softplus
 from .streaming import LogitMap
 from .validation import check_choice, check_pair, check_range, check_similarity
@@ -165,9 +165,12 @@ class ContrastiveLoss(nn.Module):
             Returns a scalar, or [A] per-anchor losses with ``reduction="none"``.
         """
         if self.check_inputs:
-            check_pair(z1, z2)
+            check_pair(z1, z2, rows=False)  # the rows are checked in the pass that normalises them
         self._stats = {}
-        blocks = self.blocks(z1, z2, queue=queue, hard_negatives=hard_negatives)
+        with torch.autocast(device_type=z1.device.type, enabled=False):
+            u1, u2 = (unit_rows(z, name if self.check_inputs else None) for z, name in ((z1, "z1"), (z2, "z2")))
+            queue, hard_negatives = _unit_if_tensor(queue), _unit_if_tensor(hard_negatives)
+        blocks = self.blocks(u1, u2, queue=queue, hard_negatives=hard_negatives, normalized=True)
         per_anchor = torch.cat([self.block_loss(b) for b in blocks])
         return self._reduce(per_anchor, global_batch=True)
 
@@ -219,6 +222,7 @@ class ContrastiveLoss(nn.Module):
         *,
         queue: torch.Tensor | None = None,
         hard_negatives: torch.Tensor | None = None,
+        normalized: bool = False,
     ) -> list[PairBlock]:
         if hard_negatives is None and self.hard_negative_weight != 0.0 and self.layout == "cross_view":
             raise ValueError("hard_negative_weight is set but no hard_negatives= were passed")
@@ -230,6 +234,7 @@ class ContrastiveLoss(nn.Module):
             queue=queue,
             hard_negatives=hard_negatives,
             gather=self.gather_distributed,
+            normalized=normalized,
         )
 
     def block_kernel(self, block: PairBlock) -> str:
@@ -311,3 +316,11 @@ class ContrastiveLoss(nn.Module):
     def hyperparameters(self) -> dict[str, Any]:
         """Constructor arguments, for logging and for rebuilding with :func:`build_loss`."""
         return dict(getattr(self, "_init_kwargs", {}))
+
+
+def _unit_if_tensor(x: torch.Tensor | None) -> torch.Tensor | None:
+    """Unit rows of a queue or hard negatives that look like embeddings; anything else goes on unchanged to the
+    layout's checks, which refuse it with a message naming it."""
+    if isinstance(x, torch.Tensor) and x.dim() == 2 and x.is_floating_point() and x.numel() > 0:
+        return unit_rows(x)
+    return x

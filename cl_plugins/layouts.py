@@ -26,11 +26,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 
 from .distributed import gather_with_grad
 from .fused import LazyLogits
-from .validation import check_embeddings, check_feature_dim, check_same
+from .validation import check_embeddings, check_feature_dim, check_rows, check_same
 
 LAYOUTS = ("simclr", "grace", "cross_view", "queue")
 
@@ -53,14 +52,19 @@ class PairBlock:
     positives: torch.Tensor | None = None
     hard_cols: torch.Tensor | None = None
     candidates_are_anchors: bool = False
+    #: every row is already of unit norm (the loss normalised its inputs before building the block)
+    normalized: bool = False
+
+    def _unit(self, x: torch.Tensor) -> torch.Tensor:
+        return x if self.normalized else unit_rows(x)
 
     def lazy(self, stream: bool = False) -> LazyLogits:
         """The cosine matrix as :class:`~cl_plugins.fused.LazyLogits` (the kernels' path); ``stream`` picks
         the tiled kernel of :mod:`cl_plugins.streaming`."""
         with torch.autocast(device_type=self.anchors.device.type, enabled=False):
-            a = unit_rows(self.anchors)
-            c = a if self.candidates_are_anchors else unit_rows(self.candidates)
-            p = None if self.positives is None else unit_rows(self.positives)
+            a = self._unit(self.anchors)
+            c = a if self.candidates_are_anchors else self._unit(self.candidates)
+            p = None if self.positives is None else self._unit(self.positives)
         return LazyLogits(a, c, p, stream=stream)
 
     @property
@@ -71,24 +75,49 @@ class PairBlock:
     def cosine(self) -> torch.Tensor:
         """Cosine similarities [A, M] in float32 (float64 for float64 inputs), also under autocast."""
         with torch.autocast(device_type=self.anchors.device.type, enabled=False):
-            a = unit_rows(self.anchors)
-            c = a if self.candidates_are_anchors else unit_rows(self.candidates)
+            a = self._unit(self.anchors)
+            c = a if self.candidates_are_anchors else self._unit(self.candidates)
             sim = a @ c.T
             if self.positives is not None:
-                sim = torch.cat([(a * unit_rows(self.positives)).sum(dim=1, keepdim=True), sim], dim=1)
+                sim = torch.cat([(a * self._unit(self.positives)).sum(dim=1, keepdim=True), sim], dim=1)
         return sim
 
 
-def unit_rows(x: torch.Tensor) -> torch.Tensor:
-    """Rows scaled to unit L2 norm, in float32 at least, for rows of any magnitude.
+class _UnitRows(torch.autograd.Function):
+    """y = x / ||x|| computed as s / ||s|| with s = x / peak; backward (g - y (y . g)) / ||s|| / peak."""
+
+    @staticmethod
+    def forward(ctx, x, peak):  # type: ignore[override]
+        s = x / peak
+        # every row of s has an entry of magnitude 1, so its norm is at least 1; an all-zero row keeps norm 1
+        norm = torch.linalg.vector_norm(s, dim=1, keepdim=True).clamp_min_(1.0)
+        y = s.div_(norm)
+        ctx.save_for_backward(y, norm, peak)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):  # type: ignore[override]
+        y, norm, peak = ctx.saved_tensors
+        if torch.is_grad_enabled():  # a second derivative: autograd through the same formula
+            return (g - y * (g * y).sum(dim=1, keepdim=True)) / norm / peak, None
+        return (g - y * (g * y).sum(dim=1, keepdim=True)).div_(norm).div_(peak), None
+
+
+def unit_rows(x: torch.Tensor, name: str | None = None, allow_zero_rows: bool = False) -> torch.Tensor:
+    """Rows scaled to unit L2 norm, in float32 at least, for rows of any magnitude; with ``name``, also the
+    check that every row is finite and (unless ``allow_zero_rows``) non-zero, from the same pass.
 
     ``F.normalize`` divides by ``max(norm, 1e-12)``, so a row of norm below 1e-12 gets a cosine near 0, and a
     float32 row of entries ~1e-30 has a norm that underflows to 0. Dividing each row by its largest
     |entry| first keeps every norm in [1, sqrt(D)]; the result (and its gradient) is the same unit vector.
     """
     x = at_least_float32(x)
-    peak = x.detach().abs().amax(dim=1, keepdim=True).clamp_min(torch.finfo(x.dtype).tiny)
-    return F.normalize(x / peak, dim=1)
+    with torch.no_grad():
+        peak = x.detach().abs().amax(dim=1, keepdim=True)
+        if name is not None:
+            check_rows(x, peak, name, allow_zero_rows)
+        peak.clamp_min_(torch.finfo(x.dtype).tiny)
+    return _UnitRows.apply(x, peak)
 
 
 def at_least_float32(x: torch.Tensor) -> torch.Tensor:
@@ -159,11 +188,29 @@ def build_blocks(
     queue: torch.Tensor | None = None,
     hard_negatives: torch.Tensor | None = None,
     gather: bool = True,
+    normalized: bool = False,
 ) -> list[PairBlock]:
     """Build the pair blocks of ``layout`` for two views ``z1``, ``z2`` [N, D].
 
-    ``gather=False`` keeps candidates local even under ``torch.distributed``.
+    ``gather=False`` keeps candidates local even under ``torch.distributed``; ``normalized=True`` says that
+    every input row is of unit norm already (the blocks then skip :func:`unit_rows`).
     """
+    blocks = _build(layout, z1, z2, symmetric=symmetric, queue=queue, hard_negatives=hard_negatives, gather=gather)
+    for block in blocks:
+        block.normalized = normalized
+    return blocks
+
+
+def _build(
+    layout: str,
+    z1: torch.Tensor,
+    z2: torch.Tensor,
+    *,
+    symmetric: bool,
+    queue: torch.Tensor | None,
+    hard_negatives: torch.Tensor | None,
+    gather: bool,
+) -> list[PairBlock]:
     n = z1.shape[0]
     gather_fn: Gather = gather_with_grad if gather else _local
     if layout in ("simclr", "grace"):

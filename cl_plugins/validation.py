@@ -53,8 +53,12 @@ def check_choice(name: str, value: str, choices: Sequence[str]) -> str:
     return value
 
 
-def check_embeddings(z: torch.Tensor, name: str, allow_zero_rows: bool = False) -> None:
-    """A 2-D floating tensor of finite, non-zero rows (zero rows allowed for inputs a layer with a bias maps)."""
+def check_embeddings(z: torch.Tensor, name: str, allow_zero_rows: bool = False, rows: bool = True) -> None:
+    """A 2-D floating tensor of finite, non-zero rows (zero rows allowed for inputs a layer with a bias maps).
+
+    ``rows=False`` checks type and shape only; :func:`cl_plugins.layouts.unit_rows` then checks the rows in the
+    pass that normalises them.
+    """
     if not isinstance(z, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of shape [N, D], got {type(z).__name__}")
     if z.dim() != 2:
@@ -66,28 +70,36 @@ def check_embeddings(z: torch.Tensor, name: str, allow_zero_rows: bool = False) 
         raise TypeError(f"{name} must be a floating tensor, got dtype {z.dtype}; call {name}.float()")
     if z.shape[0] == 0 or z.shape[1] == 0:
         raise ValueError(f"{name} is empty (shape {tuple(z.shape)}); pass at least one row and one feature")
-    with torch.no_grad():
-        # one pass: the largest |entry| of a row is NaN/inf for a non-finite row and 0 for an all-zero row;
-        # any other scale is fine (normalisation is scale-invariant, see layouts.unit_rows)
-        peak = z.detach().abs().amax(dim=1)
-        if bool((~torch.isfinite(peak) | ((peak == 0) & (not allow_zero_rows))).any()):
-            if not bool(torch.isfinite(z).all()):
-                raise ValueError(
-                    f"{name} contains NaN or inf; check the encoder (learning rate, fp16 overflow) before the loss"
-                )
-            rows = (peak == 0).nonzero().flatten()[:5].tolist()
+    if rows:
+        with torch.no_grad():
+            check_rows(z, z.detach().abs().amax(dim=1), name, allow_zero_rows)
+
+
+def check_rows(z: torch.Tensor, peak: torch.Tensor, name: str, allow_zero_rows: bool = False) -> None:
+    """Finite, non-zero rows, from each row's largest |entry| ``peak`` (one pass: NaN/inf for a non-finite row,
+    0 for an all-zero row; any other scale is fine, normalisation is scale-invariant)."""
+    bad = ~torch.isfinite(peak)
+    if not allow_zero_rows:
+        bad |= peak == 0
+    if bool(bad.any()):
+        if not bool(torch.isfinite(z).all()):
             raise ValueError(
-                f"{name} has all-zero rows {rows}; a zero vector has no direction, so its cosine "
-                "similarity is undefined. Remove those rows or fix the encoder output."
+                f"{name} contains NaN or inf; check the encoder (learning rate, fp16 overflow) before the loss"
             )
+        zero = (peak.flatten() == 0).nonzero().flatten()[:5].tolist()
+        raise ValueError(
+            f"{name} has all-zero rows {zero}; a zero vector has no direction, so its cosine "
+            "similarity is undefined. Remove those rows or fix the encoder output."
+        )
 
 
 def check_pair(
-    z1: torch.Tensor, z2: torch.Tensor, names: tuple[str, str] = ("z1", "z2"), allow_zero_rows: bool = False
+    z1: torch.Tensor, z2: torch.Tensor, names: tuple[str, str] = ("z1", "z2"), allow_zero_rows: bool = False,
+    rows: bool = True,
 ) -> None:
     a, b = names
-    check_embeddings(z1, a, allow_zero_rows)
-    check_embeddings(z2, b, allow_zero_rows)
+    check_embeddings(z1, a, allow_zero_rows, rows)
+    check_embeddings(z2, b, allow_zero_rows, rows)
     if z1.shape != z2.shape:
         raise ValueError(
             f"{a} and {b} must have the same shape [N, D], got {tuple(z1.shape)} and "
