@@ -8,6 +8,7 @@ reductions and diagnostics live here, once.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
 import torch
@@ -205,7 +206,7 @@ class ContrastiveLoss(nn.Module):
         """Diagnostics of the last call (temperature, alignment, W = 1 - P_pos, loss, ...)."""
         out: dict[str, float] = {}
         for key, values in self._stats.items():
-            nums = [float(v) for v in values]
+            nums = [float(v() if callable(v) else v) for v in values]
             if key.endswith("_min"):
                 out[key] = min(nums)
             elif key.endswith("_max"):
@@ -256,7 +257,8 @@ class ContrastiveLoss(nn.Module):
         return self.pairs_loss(sim, Pairs.from_block(block))
 
     def pairs_loss(self, sim: torch.Tensor | LazyLogits, pairs: Pairs) -> torch.Tensor:
-        self.record(alignment=pairs.positive(sim).detach().mean())
+        positive = pairs.positive(sim).detach()
+        self.record(alignment=lambda: positive.mean())
         logits = self.logits(sim, pairs)
         if pairs.hard_cols is not None and self.hard_negative_weight != 0.0:
             if isinstance(logits, LazyLogits):
@@ -268,7 +270,8 @@ class ContrastiveLoss(nn.Module):
 
     def _reduce(self, per_anchor: torch.Tensor, *, global_batch: bool) -> torch.Tensor:
         if self.reduction == "none":
-            self.record(loss=per_anchor.detach().mean())
+            values = per_anchor.detach()
+            self.record(loss=lambda: values.mean())
             return per_anchor
         total = per_anchor.sum()
         count = per_anchor.new_tensor(float(per_anchor.numel()))
@@ -287,23 +290,23 @@ class ContrastiveLoss(nn.Module):
         return out
 
     # ------------------------------------------------------------------ diagnostics
-    def record(self, **values: torch.Tensor | float) -> None:
-        """Add diagnostics of this call; keys ending in _min/_max reduce by min/max."""
+    def record(self, **values: torch.Tensor | float | Callable[[], torch.Tensor | float]) -> None:
+        """Add diagnostics of this call; keys ending in _min/_max reduce by min/max. A value may be a function
+        of no arguments (over detached tensors), evaluated only when :attr:`stats` is read: diagnostics then cost
+        no kernels in training loops that never read them."""
         for key, value in values.items():
             if isinstance(value, torch.Tensor):
                 value = value.detach()
             self._stats.setdefault(key, []).append(value)
 
     def record_d(self, d: torch.Tensor) -> None:
-        with torch.no_grad():
-            w = torch.sigmoid(d)
-            self.record(w_mean=w.mean(), p_pos_mean=1 - w.mean())
+        d = d.detach()
+        self.record(w_mean=lambda: torch.sigmoid(d).mean(), p_pos_mean=lambda: 1 - torch.sigmoid(d).mean())
 
     def record_tau(self, tau: torch.Tensor | float) -> None:
         if isinstance(tau, torch.Tensor) and tau.numel() > 1:
-            with torch.no_grad():
-                lo, hi = torch.aminmax(tau)
-                self.record(tau_mean=tau.mean(), tau_min=lo, tau_max=hi)
+            tau = tau.detach()
+            self.record(tau_mean=lambda: tau.mean(), tau_min=lambda: tau.min(), tau_max=lambda: tau.max())
         else:
             self.record(tau_mean=tau, tau_min=tau, tau_max=tau)
 

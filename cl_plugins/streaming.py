@@ -28,19 +28,33 @@ TILE_ELEMENTS = 1 << 18
 TILE_COLUMNS = 512
 
 
+Pair = tuple[torch.Tensor, torch.Tensor]
+
+
 @dataclass(frozen=True)
 class LogitMap:
     """An elementwise logit ``phi(x)`` of the cosine ``x``, with its derivative.
 
-    ``derivative=None`` differentiates ``value`` with autograd inside each tile (exact, slower).
+    ``derivative=None`` differentiates ``value`` with autograd inside each tile (exact, slower);
+    ``with_derivative(x) -> (phi(x), phi'(x))`` computes both at once where they share work.
     ``stat`` (optional) is a per-pair quantity whose sum, min and max over the negatives are passed to
-    ``on_stats(sum, min, max)`` after the forward pass.
+    ``on_stats(sum, min, max)`` after the forward pass; ``with_stat(x) -> (phi(x), stat(x))`` shares work.
     """
 
     value: Callable[[torch.Tensor], torch.Tensor]
     derivative: Callable[[torch.Tensor], torch.Tensor] | None = None
     stat: Callable[[torch.Tensor], torch.Tensor] | None = None
     on_stats: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], None] | None = None
+    with_derivative: Callable[[torch.Tensor], Pair] | None = None
+    with_stat: Callable[[torch.Tensor], Pair] | None = None
+
+    def evaluate(self, x: torch.Tensor, want: str | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(phi(x), the ``want``-ed companion: ``"stat"``, ``"derivative"`` or None)."""
+        if want == "stat" and self.stat is not None:
+            return self.with_stat(x) if self.with_stat is not None else (self.value(x), self.stat(x))
+        if want == "derivative" and self.derivative is not None:
+            return self.with_derivative(x) if self.with_derivative is not None else (self.value(x), self.derivative(x))
+        return self.value(x), None
 
 
 @dataclass(frozen=True)
@@ -62,11 +76,18 @@ def tile_sizes(n_rows: int, n_cols: int) -> tuple[int, int]:
     return min(n_rows, max(64, TILE_ELEMENTS // width)), width
 
 
-def _tile(a: torch.Tensor, c: torch.Tensor, r0: int, t0: int, plan: _Plan) -> tuple[torch.Tensor, torch.Tensor]:
-    """(x, logits) of rows ``r0:`` of ``a`` against the candidate tile ``c`` starting at column ``t0``; without a
-    logit map, ``logits`` may be ``x`` itself, masked in place."""
+@dataclass
+class _Tile:
+    x: torch.Tensor  # cosines (or scaled cosines)
+    logits: torch.Tensor  # masked: -inf at the non-negatives; may be ``x`` itself without a map
+    companion: torch.Tensor | None  # the map's stat or derivative, if asked for
+    excluded: Pair  # (rows, columns) of the non-negatives in the tile
+
+
+def _tile(a: torch.Tensor, c: torch.Tensor, r0: int, t0: int, plan: _Plan, want: str | None = None) -> _Tile:
+    """Rows ``r0:`` of ``a`` against the candidate tile ``c`` starting at column ``t0``."""
     x = a @ c.T
-    logits = x if plan.logit_map is None else plan.logit_map.value(x)
+    logits, companion = (x, None) if plan.logit_map is None else plan.logit_map.evaluate(x, want)
     n_rows, width = x.shape
     if plan.bias_cols is not None:
         local = plan.bias_cols[r0 : r0 + n_rows] - t0
@@ -74,11 +95,13 @@ def _tile(a: torch.Tensor, c: torch.Tensor, r0: int, t0: int, plan: _Plan) -> tu
         if bool(hit.any()):
             rows = hit.nonzero().squeeze(1)
             logits = logits.index_put((rows, local[rows]), logits.new_tensor(plan.bias), accumulate=True)
+    excluded = (x.new_empty(0, dtype=torch.long), x.new_empty(0, dtype=torch.long))
     if plan.exclude is not None:
         local = plan.exclude[r0 : r0 + n_rows] - t0
         rows, k = ((local >= 0) & (local < width)).nonzero(as_tuple=True)
-        logits = logits.index_put_((rows, local[rows, k]), logits.new_tensor(NEG_INF))
-    return x, logits
+        excluded = (rows, local[rows, k])
+        logits = logits.index_put_(excluded, logits.new_tensor(NEG_INF))
+    return _Tile(x, logits, companion, excluded)
 
 
 def _row_block_forward(a: torch.Tensor, c: torch.Tensor, r0: int, width: int, plan: _Plan) -> list[torch.Tensor]:
@@ -89,10 +112,13 @@ def _row_block_forward(a: torch.Tensor, c: torch.Tensor, r0: int, width: int, pl
     extra_sums = [a.new_zeros(n) for _ in plan.ratios]
     stats = [a.new_zeros(()), a.new_full((), float("inf")), a.new_full((), NEG_INF)]
     for t0 in range(0, plan.cols, width):
-        x, logits = _tile(a, c[t0 : t0 + width], r0, t0, plan)
-        if plan.logit_map is not None and plan.logit_map.stat is not None:
-            kept = plan.logit_map.stat(x)[torch.isfinite(logits)]
-            stats = [stats[0] + kept.sum(), torch.minimum(stats[1], kept.min()), torch.maximum(stats[2], kept.max())]
+        tile = _tile(a, c[t0 : t0 + width], r0, t0, plan, "stat")
+        logits, stat = tile.logits, tile.companion
+        if stat is not None:  # over the negatives only: the excluded entries subtracted, then masked for min / max
+            total = stat.sum() - stat[tile.excluded].sum()
+            low = stat.index_put_(tile.excluded, stat.new_tensor(float("inf"))).amin()
+            high = stat.index_put_(tile.excluded, stat.new_tensor(NEG_INF)).amax()
+            stats = [stats[0] + total, torch.minimum(stats[1], low), torch.maximum(stats[2], high)]
         m_new = torch.maximum(m, logits.amax(dim=1))
         shift = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)  # rows with no negative yet
         centred = logits.sub_(shift[:, None])  # in place: x (or the map's output) is not needed any more
@@ -140,8 +166,12 @@ class _StreamingNegativeLSE(torch.autograd.Function):
                 centre, weight = lse[r0 : r0 + rows, None], grad[r0 : r0 + rows, None]
                 for t0 in range(0, plan.cols, width):
                     c_tile = c[t0 : t0 + width]
-                    x, logits = _tile(a_blk, c_tile, r0, t0, plan)
-                    g = _through_map(logits.sub_(centre).exp_().mul_(weight), x, plan.logit_map)
+                    tile = _tile(a_blk, c_tile, r0, t0, plan, "derivative")
+                    g = tile.logits.sub_(centre).exp_().mul_(weight)
+                    if tile.companion is not None:
+                        g = g.mul_(tile.companion)
+                    else:
+                        g = _through_map(g, tile.x, plan.logit_map)
                     if grad_a is not None:
                         grad_a[r0 : r0 + rows].addmm_(g, c_tile)
                     if grad_c is not None:
@@ -150,11 +180,9 @@ class _StreamingNegativeLSE(torch.autograd.Function):
 
 
 def _through_map(g: torch.Tensor, x: torch.Tensor, logit_map: LogitMap | None) -> torch.Tensor:
-    """dL/dx from dL/dlogits: times phi'(x), explicitly or by autograd on the tile."""
+    """dL/dx from dL/dlogits for a map without an explicit derivative: autograd on the tile."""
     if logit_map is None:
         return g
-    if logit_map.derivative is not None:
-        return g.mul_(logit_map.derivative(x))
     with torch.enable_grad():
         leaf = x.detach().requires_grad_(True)
         (out,) = torch.autograd.grad(logit_map.value(leaf), leaf, grad_outputs=g)

@@ -70,7 +70,7 @@ class DualTemperatureLoss(ContrastiveLoss):
         with torch.no_grad():
             w_beta = torch.sigmoid(d_beta)
             value = w_beta * reweighted_nll(d_alpha)
-            self.record(w_beta_mean=w_beta.mean())
+            self.record(w_beta_mean=lambda: w_beta.mean())
         # sg(W_b / W_a) * softplus(d_a) has gradient W_b * d(d_a); written so that it stays
         # exact when W_a underflows
         grad_path = w_beta * d_alpha

@@ -129,15 +129,24 @@ class DySTreSSLoss(ContrastiveLoss):
         def on_stats(total: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> None:
             self.record(tau_mean=total / pairs.negative_count(), tau_min=lo, tau_max=hi)
 
+        def with_stat(s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            tau = self.temperature(s)
+            return s / tau, tau
+
+        def with_derivative(s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            inverse = self.temperature(s).reciprocal_()
+            return s * inverse, inverse
+
         value = lambda s: s / self.temperature(s.detach() if self.detach else s)  # noqa: E731
         # with tau(sg(s)) the derivative is 1 / tau(s); the full one (detach=False) comes from autograd per tile
         derivative = (lambda s: 1 / self.temperature(s)) if self.detach else None
-        return LogitMap(value, derivative, stat=self.temperature, on_stats=on_stats)
+        return LogitMap(value, derivative, stat=self.temperature, on_stats=on_stats,
+                        with_derivative=with_derivative if self.detach else None, with_stat=with_stat)  # fmt: skip
 
     def logits(self, sim: torch.Tensor | LazyLogits, pairs: Pairs) -> torch.Tensor | LazyLogits:
         if isinstance(sim, LazyLogits):
-            with torch.no_grad():
-                self.record(tau_pos_mean=self.temperature(pairs.positive(sim)).mean())
+            positive = pairs.positive(sim).detach()
+            self.record(tau_pos_mean=lambda: self.temperature(positive).mean())
             return sim.mapped(self.logit_map(pairs))
         tau = self.temperature(sim.detach() if self.detach else sim)
         with torch.no_grad():

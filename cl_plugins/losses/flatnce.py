@@ -47,6 +47,6 @@ class FlatNCELoss(InfoNCELoss):
     def pair_loss(self, logits: torch.Tensor, sim: torch.Tensor, pairs: Pairs) -> torch.Tensor:
         d = pairs.d(logits)
         self.record_d(d)
-        with torch.no_grad():
-            self.record(infonce=softplus(d).mean())
+        detached = d.detach()
+        self.record(infonce=lambda: softplus(detached).mean())
         return torch.exp(d - d.detach())

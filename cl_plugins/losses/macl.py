@@ -105,7 +105,7 @@ class MACLLoss(ContrastiveLoss):
             a = sums[0] / sums[1]
             raw = self.temperature(a)
             tau = raw.clamp(min=self.min_tau)
-        self.record(batch_alignment=a, tau_clamped=(raw < self.min_tau).float())
+        self.record(batch_alignment=a, tau_clamped=lambda: (raw < self.min_tau).float())
         self.record_tau(tau)
         return sim / tau
 

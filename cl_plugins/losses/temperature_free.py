@@ -69,9 +69,9 @@ class TemperatureFreeLoss(ContrastiveLoss):
         return LogitMap(lambda s: 2 * torch.atanh(self._clamped(s)), derivative)
 
     def logits(self, sim: torch.Tensor | LazyLogits, pairs: Pairs) -> torch.Tensor | LazyLogits:
-        with torch.no_grad():
-            # the effective 1/tau of a pair is logit / s, 2 at s -> 0
-            self.record(inv_tau_pos_mean=effective_inverse_tau(self._clamped(pairs.positive(sim))).mean())
+        positive = pairs.positive(sim).detach()
+        # the effective 1/tau of a pair is logit / s, 2 at s -> 0
+        self.record(inv_tau_pos_mean=lambda: effective_inverse_tau(self._clamped(positive)).mean())
         if isinstance(sim, LazyLogits):
             return sim.mapped(self.logit_map(pairs))
         return 2 * torch.atanh(self._clamped(sim))
