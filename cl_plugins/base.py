@@ -24,8 +24,9 @@ from .validation import check_choice, check_pair, check_range, check_similarity
 Reduction = Literal["mean", "sum", "none"]
 REDUCTIONS = ("mean", "sum", "none")
 KERNELS = ("auto", "dense", "fused", "stream")
-#: ``kernel="auto"`` streams a scalar-temperature block from this many [A, M] entries on (256 MiB of float32)
-STREAM_FROM_ELEMENTS = 1 << 26
+#: ``kernel="auto"`` streams a block from this many [A, M] entries on (a 1 GiB float32 buffer: N = 8192 in the
+#: SimCLR layout); below, the one-buffer kernel is a few percent faster on CPU (docs/benchmarks.md)
+STREAM_FROM_ELEMENTS = 1 << 28
 
 
 class ContrastiveLoss(nn.Module):
@@ -46,10 +47,10 @@ class ContrastiveLoss(nn.Module):
             the embeddings; disable only in tight loops you trust.
         kernel: how the [A, M] logits are computed (same values and gradients every way):
             ``"dense"`` (autograd on the matrix; the only one that can be differentiated twice),
-            ``"fused"`` (scalar temperatures: one [A, M] buffer, :mod:`cl_plugins.fused`), ``"stream"``
-            (tiles recomputed in backward, no [A, M] buffer: :mod:`cl_plugins.streaming`; scalar and per-pair
-            strategies), or ``"auto"`` (default: per-pair strategies stream; scalar ones use ``"fused"`` below
-            :data:`STREAM_FROM_ELEMENTS` entries and stream above).
+            ``"fused"`` (one [A, M] buffer, :mod:`cl_plugins.fused`; a per-pair map without an explicit derivative
+            streams), ``"stream"`` (tiles recomputed in backward, no [A, M] buffer: :mod:`cl_plugins.streaming`),
+            or ``"auto"`` (default: ``"fused"`` below :data:`STREAM_FROM_ELEMENTS` entries, ``"stream"`` from
+            there). Every strategy but AMCL (which has its own kernel) runs on both.
         fused: ``False`` is ``kernel="dense"`` (kept for compatibility).
 
     Distributed semantics (``forward`` with ``gather_distributed=True``): the returned value is
@@ -119,8 +120,6 @@ class ContrastiveLoss(nn.Module):
             if self.kernel not in ("auto", "dense"):
                 raise ValueError(f"fused=False means kernel='dense'; drop it to use kernel={kernel!r}")
             self.kernel = "dense"
-        if self.kernel == "fused" and not self.scalar_temperature:
-            raise ValueError(f"{self.name}: kernel='fused' applies to scalar temperatures; use 'stream' or 'dense'")
         self.fused = self.kernel != "dense"
         self._stats: dict[str, list[torch.Tensor | float]] = {}
 
@@ -243,11 +242,8 @@ class ContrastiveLoss(nn.Module):
         per_pair = type(self).logit_map is not ContrastiveLoss.logit_map
         if self.kernel == "dense" or not (self.scalar_temperature or per_pair):
             return "dense"
-        biased = block.hard_cols is not None and self.hard_negative_weight != 0.0
-        if self.kernel == "stream" or per_pair or biased:  # the one-buffer kernel has no map and no bias
-            return "stream"
-        if self.kernel == "fused":
-            return "fused"
+        if self.kernel in ("stream", "fused"):
+            return self.kernel
         return "stream" if block.size >= STREAM_FROM_ELEMENTS else "fused"
 
     def block_loss(self, block: PairBlock) -> torch.Tensor:

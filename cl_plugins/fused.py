@@ -27,29 +27,35 @@ CHUNK_ELEMENTS = 1 << 18
 
 class _NegativeLSE(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, a, c, exclude_cols, ratios):  # type: ignore[override]
+    def forward(ctx, a, c, exclude_cols, ratios, logit_map=None, bias_cols=None, bias=0.0):  # type: ignore[override]
         with torch.autocast(device_type=a.device.type, enabled=False):
-            return _NegativeLSE._forward(ctx, a, c, exclude_cols, ratios)
+            return _NegativeLSE._forward(ctx, a, c, exclude_cols, ratios, logit_map, bias_cols, bias)
 
     @staticmethod
-    def _forward(ctx, a, c, exclude_cols, ratios):  # type: ignore[no-untyped-def]
+    def _forward(ctx, a, c, exclude_cols, ratios, logit_map, bias_cols, bias):  # type: ignore[no-untyped-def]
         x = a @ c.T
-        if exclude_cols is not None:
+        if exclude_cols is not None and logit_map is None:
             x.scatter_(1, exclude_cols, NEG_INF)
         n_rows = x.shape[0]
         m = x.new_empty(n_rows, 1)
         s = x.new_empty(n_rows, 1)
         extras = [x.new_empty(n_rows) for _ in ratios]
+        stats = _Stats(x) if logit_map is not None and logit_map.stat is not None else None
         # row chunks that stay in cache: max, exp and sums then cost about one pass over x
         step = max(1, CHUNK_ELEMENTS // max(1, x.shape[1]))
         for start in range(0, n_rows, step):
-            xc = x[start : start + step]
+            rows = slice(start, start + step)
+            xc, derivative = _chunk_logits(x[rows], rows, exclude_cols, logit_map, bias_cols, bias, stats)
             mc = xc.amax(dim=1, keepdim=True)  # finite: every row keeps at least one negative
             for out, r in zip(extras, ratios):
-                out[start : start + step] = r * mc.squeeze(1) + torch.sub(xc, mc).mul_(r).exp_().sum(dim=1).log_()
+                out[rows] = r * mc.squeeze(1) + torch.sub(xc, mc).mul_(r).exp_().sum(dim=1).log_()
             xc.sub_(mc).exp_()
-            m[start : start + step] = mc
-            s[start : start + step] = xc.sum(dim=1, keepdim=True)
+            m[rows] = mc
+            s[rows] = xc.sum(dim=1, keepdim=True)
+            if derivative is not None:  # the buffer keeps exp(l - m) * phi'(x), all that backward needs
+                torch.mul(xc, derivative, out=x[rows])
+        if stats is not None:
+            logit_map.on_stats(*stats.values)
         ctx.save_for_backward(a, c, x, s)
         ctx.consumed = False
         ctx.mark_non_differentiable(*extras)
@@ -73,7 +79,38 @@ class _NegativeLSE(torch.autograd.Function):
             g = x.mul_(grad[:, None] / s)  # softmax over the negatives, times the incoming gradient
             grad_a = g @ c if ctx.needs_input_grad[0] else None
             grad_c = g.T @ a if ctx.needs_input_grad[1] else None
-        return grad_a, grad_c, None, None
+        return grad_a, grad_c, None, None, None, None, None
+
+
+class _Stats:
+    """Sum, min and max of a logit map's statistic over the negatives, chunk by chunk."""
+
+    def __init__(self, like: torch.Tensor) -> None:
+        self.values = [like.new_zeros(()), like.new_full((), float("inf")), like.new_full((), NEG_INF)]
+
+    def add(self, stat: torch.Tensor, exclude: torch.Tensor | None) -> None:
+        total = stat.sum() - (stat.gather(1, exclude).sum() if exclude is not None else 0.0)
+        low = stat.scatter(1, exclude, float("inf")).amin() if exclude is not None else stat.amin()
+        high = stat.scatter_(1, exclude, NEG_INF).amax() if exclude is not None else stat.amax()
+        self.values = [self.values[0] + total, torch.minimum(self.values[1], low), torch.maximum(self.values[2], high)]
+
+
+def _chunk_logits(x, rows, exclude_cols, logit_map, bias_cols, bias, stats):  # type: ignore[no-untyped-def]
+    """(logits of the chunk ``x`` with -inf at its non-negatives, the map's derivative or None); without a map
+    the logits are ``x`` itself (already masked)."""
+    if logit_map is None:
+        if bias_cols is not None:
+            x.scatter_add_(1, bias_cols[rows, None], x.new_full((x.shape[0], 1), bias))
+        return x, None
+    logits, derivative, stat = logit_map.full(x)
+    exclude = None if exclude_cols is None else exclude_cols[rows]
+    if stats is not None:
+        stats.add(stat, exclude)
+    if bias_cols is not None:
+        logits.scatter_add_(1, bias_cols[rows, None], logits.new_full((x.shape[0], 1), bias))
+    if exclude is not None:
+        logits.scatter_(1, exclude, NEG_INF)
+    return logits, derivative
 
 
 @dataclass(frozen=True)
@@ -142,8 +179,10 @@ class LazyLogits:
         """LSE over negatives [A] at this scale, then (no grad) at ``scale * r`` for each r."""
         # with separate positives (queue) every candidate is a negative
         exclude = None if self.positives is not None else exclude_cols
-        if self.stream or self.logit_map is not None or self.bias_cols is not None:
+        fusable = self.logit_map is None or self.logit_map.full is not None
+        if self.stream or not fusable:
             options = {"logit_map": self.logit_map, "bias_cols": self.bias_cols, "bias": self.bias}
             anchors = self.scaled_anchors()
             return streaming_negative_lse(anchors, self.candidates, exclude, ratios=tuple(ratios), **options)
-        return list(_NegativeLSE.apply(self.scaled_anchors(), self.candidates, exclude, tuple(ratios)))
+        return list(_NegativeLSE.apply(self.scaled_anchors(), self.candidates, exclude, tuple(ratios),
+                                       self.logit_map, self.bias_cols, self.bias))  # fmt: skip

@@ -1,6 +1,7 @@
-"""The streaming kernel equals the dense path: every strategy (from the registry) x every layout, many tiles or
-one, float64 to 1e-10, float32 to 1e-5, under autocast, at similarities of exactly +-1; and it never stores an
-[A, M] tensor."""
+"""The streaming kernel (and the one-buffer fused kernel, which now also runs per-pair maps and hard-negative
+biases) equals the dense path: every strategy (from the registry) x every layout, many tiles or one, float64 to
+1e-10, float32 to 1e-5, under autocast, at similarities of exactly +-1; and streaming never stores an [A, M]
+tensor."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 import torch
 
 import cl_plugins as clp
-from cl_plugins import base, streaming
+from cl_plugins import base, fused, streaming
 from cl_plugins.base import ContrastiveLoss
 
 STREAMABLE = [n for n in clp.available_losses()
@@ -66,14 +67,16 @@ def tiles(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> st
     return request.param
 
 
+@pytest.mark.parametrize("kernel", ["stream", "fused"])
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 @pytest.mark.parametrize("name", STREAMABLE)
-def test_stream_equals_dense_float64(name: str, layout: str, tiles: str) -> None:
-    if layout not in clp.get_loss_class(name).layouts and LAYOUTS[layout][0]["layout"] not in clp.get_loss_class(
-            name).layouts:  # fmt: skip
+def test_kernels_equal_dense_float64(name: str, layout: str, kernel: str, tiles: str, monkeypatch) -> None:
+    if LAYOUTS[layout][0]["layout"] not in clp.get_loss_class(name).layouts:
         pytest.skip(f"{name} does not support {layout}")
+    if tiles == "many-tiles":
+        monkeypatch.setattr(fused, "CHUNK_ELEMENTS", 7)  # row chunks of the fused kernel
     data = _inputs(torch.float64)
-    _assert_same(_run(name, "stream", layout, data), _run(name, "dense", layout, data), rtol=1e-10, atol=1e-12)
+    _assert_same(_run(name, kernel, layout, data), _run(name, "dense", layout, data), rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize("profile,extra", [("cosine", {}), ("shifted", {"shift": -0.4, "scale": 0.7}),
@@ -83,26 +86,29 @@ def test_every_dystress_profile_streams_exactly(profile: str, extra: dict, detac
     data = _inputs(torch.float64)
     kwargs = {"profile": profile, "detach": detach, **extra}
     for layout in ("simclr", "cross_view-hard"):
-        _assert_same(_run("dystress", "stream", layout, data, **kwargs),
-                     _run("dystress", "dense", layout, data, **kwargs), rtol=1e-10, atol=1e-12)  # fmt: skip
+        for kernel in ("stream", "fused"):
+            _assert_same(_run("dystress", kernel, layout, data, **kwargs),
+                         _run("dystress", "dense", layout, data, **kwargs), rtol=1e-10, atol=1e-12)  # fmt: skip
 
 
 @pytest.mark.parametrize("name", STREAMABLE)
 def test_stream_equals_dense_float32_and_reduction_none(name: str, tiles: str) -> None:
     data = _inputs(torch.float32)
     for layout in ("simclr", "cross_view-symmetric"):
-        _assert_same(_run(name, "stream", layout, data, reduction="none"),
-                     _run(name, "dense", layout, data, reduction="none"), rtol=1e-5, atol=1e-6)  # fmt: skip
+        for kernel in ("stream", "fused"):
+            _assert_same(_run(name, kernel, layout, data, reduction="none"),
+                         _run(name, "dense", layout, data, reduction="none"), rtol=1e-5, atol=1e-6)  # fmt: skip
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("name", STREAMABLE)
 def test_under_autocast(name: str, dtype: torch.dtype) -> None:
     data = _inputs(torch.float32)
-    stream = _run(name, "stream", "simclr", data, autocast=dtype)
     dense = _run(name, "dense", "simclr", data, autocast=dtype)
-    assert stream[0].dtype == torch.float32
-    _assert_same(stream, dense, rtol=1e-5, atol=1e-6)
+    for kernel in ("stream", "fused"):
+        out = _run(name, kernel, "simclr", data, autocast=dtype)
+        assert out[0].dtype == torch.float32
+        _assert_same(out, dense, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("name", STREAMABLE)
@@ -112,9 +118,11 @@ def test_similarities_of_exactly_plus_and_minus_one(name: str) -> None:
     base_rows[D:] = torch.randn(N - D, D, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     data = {"z1": base_rows, "z2": base_rows.clone(), "hard": -base_rows, "queue": -base_rows[:K]}
     for layout in ("simclr", "cross_view-hard", "queue"):
-        stream, dense = _run(name, "stream", layout, data), _run(name, "dense", layout, data)
-        assert torch.isfinite(stream[0]).all() and all(torch.isfinite(g).all() for g in stream[1])
-        _assert_same(stream, dense, rtol=1e-10, atol=1e-12)
+        dense = _run(name, "dense", layout, data)
+        for kernel in ("stream", "fused"):
+            out = _run(name, kernel, layout, data)
+            assert torch.isfinite(out[0]).all() and all(torch.isfinite(g).all() for g in out[1])
+            _assert_same(out, dense, rtol=1e-10, atol=1e-12)
 
 
 def test_double_backward_is_refused_and_retain_graph_works() -> None:
@@ -144,11 +152,12 @@ def test_kernel_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(base, "STREAM_FROM_ELEMENTS", block.size)
     assert clp.build_loss("infonce").block_kernel(block) == "stream"
     assert clp.build_loss("infonce", kernel="fused").block_kernel(block) == "fused"
-    assert clp.build_loss("dystress").block_kernel(block) == "stream"
+    assert clp.build_loss("dystress").block_kernel(block) == "stream"  # above the (patched) threshold
+    monkeypatch.setattr(base, "STREAM_FROM_ELEMENTS", block.size + 1)
+    assert clp.build_loss("dystress").block_kernel(block) == "fused"
     assert clp.build_loss("temperature_free", kernel="dense").block_kernel(block) == "dense"
     assert clp.build_loss("infonce", fused=False).block_kernel(block) == "dense"
-    with pytest.raises(ValueError, match="kernel='fused' applies to scalar temperatures"):
-        clp.build_loss("dystress", kernel="fused")
+    assert clp.build_loss("amcl", dim=4).block_kernel(block) == "dense"  # AMCL runs its own kernel
     with pytest.raises(ValueError, match="fused=False means kernel='dense'"):
         clp.build_loss("infonce", fused=False, kernel="stream")
     with pytest.raises(ValueError, match="kernel"):

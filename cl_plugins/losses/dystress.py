@@ -56,8 +56,8 @@ def dystress_temperature(
 ) -> torch.Tensor:
     """tau(s) of the given profile (see the module docstring), elementwise."""
     delta = tau_max - tau_min
-    if profile == "cosine":
-        return tau_min + 0.5 * delta * (1 + torch.cos(math.pi * (1 + s)))
+    if profile == "cosine":  # cos(pi (1 + s)) = -cos(pi s): three passes over s
+        return torch.cos(s * math.pi).mul_(-0.5 * delta).add_(tau_min + 0.5 * delta)
     if profile == "shifted":
         inside = (s <= -shift) if shift <= 0 else (s >= -shift)
         if shift == 0:
@@ -137,11 +137,16 @@ class DySTreSSLoss(ContrastiveLoss):
             inverse = self.temperature(s).reciprocal_()
             return s * inverse, inverse
 
+        def full(s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+            tau = self.temperature(s)
+            return s / tau, tau.reciprocal(), tau
+
         value = lambda s: s / self.temperature(s.detach() if self.detach else s)  # noqa: E731
         # with tau(sg(s)) the derivative is 1 / tau(s); the full one (detach=False) comes from autograd per tile
         derivative = (lambda s: 1 / self.temperature(s)) if self.detach else None
         return LogitMap(value, derivative, stat=self.temperature, on_stats=on_stats,
-                        with_derivative=with_derivative if self.detach else None, with_stat=with_stat)  # fmt: skip
+                        with_derivative=with_derivative if self.detach else None, with_stat=with_stat,
+                        full=full if self.detach else None)  # fmt: skip
 
     def logits(self, sim: torch.Tensor | LazyLogits, pairs: Pairs) -> torch.Tensor | LazyLogits:
         if isinstance(sim, LazyLogits):
