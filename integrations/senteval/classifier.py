@@ -1,10 +1,15 @@
 """SentEval's logistic-regression probe (``nhid = 0``) and its three validation protocols.
 
-Faithful to SentEval's ``tools/classifier.py`` / ``tools/validation.py`` protocol: a linear layer
-trained with summed cross-entropy, L2 via the optimizer's weight decay, minibatches from a
-NumPy permutation seeded per classifier, ``epoch_size`` passes per epoch, early stopping when
-the validation accuracy has not improved ``tenacity`` times, the best model kept; L2 grid
+Faithful to SentEval's ``tools/classifier.py`` / ``tools/validation.py`` protocol as it runs on current
+PyTorch: a linear layer trained with the mean cross-entropy of each minibatch, L2 via the optimizer's weight
+decay, minibatches from a NumPy permutation seeded per classifier, ``epoch_size`` passes per epoch, early
+stopping when the validation accuracy has not improved ``tenacity`` times, the best model kept; L2 grid
 1e-5 ... 1e-2; stratified k-fold with ``shuffle=True, random_state=1111``.
+
+The mean, not the sum: SentEval sets ``loss_fn.size_average = False`` on an ``nn.CrossEntropyLoss()`` that is
+already built, and PyTorch since 0.4.1 fixes the reduction at construction, so that attribute is never read.
+With an L2 term added to the gradient the two are not equivalent (the sum scales the data term by the batch
+size against the same L2), and the mean is what the original computes today.
 
 All L2 values of a grid are trained together: SentEval reseeds identically for each value, so
 they see the same minibatches, and training them as one batched model is the same computation.
@@ -95,7 +100,10 @@ def fit_predict(
                 idx = perm[start : start + cfg.batch_size]
                 logits = torch.einsum("bd,rdc->rbc", xt[idx], weight) + bias[:, None, :]
                 target = yt[idx].repeat(n_reg)
+                # the mean over each probe's minibatch (see the module doc); summed over probes, each probe's
+                # gradient is its own mean's
                 loss = torch.nn.functional.cross_entropy(logits.reshape(-1, n_classes), target, reduction="sum")
+                loss = loss / len(idx)
                 opt.zero_grad()
                 loss.backward()
                 with torch.no_grad():
@@ -105,7 +113,7 @@ def fit_predict(
         epoch += cfg.epoch_size
         with torch.no_grad():
             pred = (torch.einsum("bd,rdc->rbc", xv, weight) + bias[:, None, :]).argmax(-1)
-            accs = (pred == yv).float().mean(1).tolist()
+            accs = ((pred == yv).sum(1).double() / len(yv)).tolist()  # SentEval: 1.0 * correct / len
             for r in sorted(active):
                 if accs[r] > best[r]:
                     best[r] = accs[r]
@@ -135,11 +143,9 @@ def _fit_with_holdout(xtr, ytr, x_eval, reg, n_classes, cfg):  # type: ignore[no
 def _cv_scores(x: np.ndarray, y: np.ndarray, n_classes: int, cfg: ProbeConfig, seed: int) -> np.ndarray:
     """Validation accuracy x 100 of each L2 value, averaged over a stratified k-fold of (x, y)."""
     folds = StratifiedKFold(n_splits=cfg.kfold, shuffle=True, random_state=seed)
-    scores = np.zeros(len(REGS))
-    for tr, te in folds.split(x, y):
-        accs, _ = fit_predict(x[tr], y[tr], x[te], y[te], [], REGS, n_classes, cfg)
-        scores += np.array(accs)
-    return np.round(100 * scores / cfg.kfold, 2)
+    per_fold = [fit_predict(x[tr], y[tr], x[te], y[te], [], REGS, n_classes, cfg)[0] for tr, te in folds.split(x, y)]
+    # SentEval: round(100 * np.mean(scores of the folds), 2) for each L2 value
+    return np.array([round(100 * float(np.mean([f[r] for f in per_fold])), 2) for r in range(len(REGS))])
 
 
 def _accuracy(pred: np.ndarray, y: np.ndarray) -> float:
@@ -161,13 +167,16 @@ def inner_kfold(x: np.ndarray, y: np.ndarray, n_classes: int, cfg: ProbeConfig) 
 
 
 def kfold_then_test(
-    xtr: np.ndarray, ytr: np.ndarray, xte: np.ndarray, yte: np.ndarray, n_classes: int, cfg: ProbeConfig
-) -> dict[str, float]:
-    """TREC / MRPC: k-fold on train picks the L2 value, then train on all of train, test once."""
+    xtr: np.ndarray, ytr: np.ndarray, xte: np.ndarray, yte: np.ndarray, n_classes: int, cfg: ProbeConfig,
+    keep_predictions: bool = False,
+) -> dict:
+    """TREC / MRPC: k-fold on train picks the L2 value, then train on all of train, test once (with the test
+    predictions under ``"predictions"`` if asked, for MRPC's F1)."""
     scores = _cv_scores(xtr, ytr, n_classes, cfg, seed=cfg.seed)
     best = int(np.argmax(scores))
     pred = _fit_with_holdout(xtr, ytr, xte, REGS[best], n_classes, cfg)
-    return {"devacc": float(scores[best]), "acc": _accuracy(pred, yte), "n": float(len(ytr) + len(yte))}
+    out = {"devacc": float(scores[best]), "acc": _accuracy(pred, yte), "n": float(len(ytr) + len(yte))}
+    return {**out, "predictions": pred} if keep_predictions else out
 
 
 def split(xtr, ytr, xdev, ydev, xte, yte, n_classes: int, cfg: ProbeConfig) -> dict[str, float]:

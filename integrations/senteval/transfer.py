@@ -1,4 +1,11 @@
-"""The seven SentEval transfer tasks SimCSE reports, on frozen embeddings."""
+"""The seven SentEval transfer tasks SimCSE reports, on frozen embeddings, in SentEval's order.
+
+SentEval sorts every task's samples by (token count, label) — MRPC's pairs by (tokens of A, tokens of B,
+label) — with Python's stable sort, encodes them in that order in batches of 128 (its ``params.batch_size``),
+and hands the classifiers the sorted arrays: the k-fold splits and the minibatches index into that order.
+:func:`senteval_order` and :func:`encode_in_batches` do the same, so the probes see SentEval's folds and
+minibatches and the encoder SentEval's batches (the same padding).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +17,19 @@ from . import readers
 from .classifier import ProbeConfig, inner_kfold, kfold_then_test, split
 
 Encoder = Callable[[Sequence[str]], np.ndarray]
+#: sentences per encoder call: SentEval's default ``params.batch_size`` (SimCSE's evaluation keeps it)
+ENCODE_BATCH = 128
+
+
+def senteval_order(keys: Sequence[tuple]) -> list[int]:
+    """Indices sorted by ``keys`` (token counts, then label); ties keep file order, as Python's sort does."""
+    return sorted(range(len(keys)), key=keys.__getitem__)
+
+
+def encode_in_batches(encoder: Encoder, sentences: Sequence[str], batch_size: int = ENCODE_BATCH) -> np.ndarray:
+    """Embeddings of ``sentences`` in consecutive batches of ``batch_size``, as SentEval's tasks call the batcher."""
+    parts = [np.asarray(encoder(sentences[i : i + batch_size])) for i in range(0, len(sentences), batch_size)]
+    return np.vstack(parts)
 
 
 def _subsample(n: int, limit: int | None, seed: int = 1111) -> np.ndarray:
@@ -19,41 +39,69 @@ def _subsample(n: int, limit: int | None, seed: int = 1111) -> np.ndarray:
     return idx
 
 
+def _sorted(sents: list[str], labels: Sequence[int], limit: int | None = None) -> tuple[list[str], np.ndarray]:
+    """(sentences, labels) of a (subsampled) split in SentEval's order."""
+    keep = _subsample(len(sents), limit)
+    keys = [(len(sents[i].split()), labels[i]) for i in keep]
+    order = [keep[j] for j in senteval_order(keys)]
+    return [sents[i] for i in order], np.asarray([labels[i] for i in order])
+
+
+def _binary(encoder: Encoder, task: str, cfg: ProbeConfig, root, limit: int | None) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    sents, labels = _sorted(*readers.read_binary(task, root), limit)
+    return inner_kfold(encode_in_batches(encoder, sents), labels, 2, cfg)
+
+
+def _sst2(encoder: Encoder, cfg: ProbeConfig, root, limit: int | None) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    data = readers.read_sst2(root)
+    xs, ys = {}, {}
+    for key, (sents, labels) in data.items():
+        ordered, ys[key] = _sorted(sents, labels, limit if key == "train" else None)
+        xs[key] = encode_in_batches(encoder, ordered)
+    return split(xs["train"], ys["train"], xs["dev"], ys["dev"], xs["test"], ys["test"], 2, cfg)
+
+
+def _trec(encoder: Encoder, cfg: ProbeConfig, root, limit: int | None) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    data = readers.read_trec(root)
+    train, ytr = _sorted(*data["train"], limit)
+    test, yte = _sorted(*data["test"])
+    return kfold_then_test(encode_in_batches(encoder, train), ytr, encode_in_batches(encoder, test), yte, 6, cfg)
+
+
+def _mrpc_features(encoder: Encoder, a: list[str], b: list[str], y: list[int],
+                   keep: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    idx = np.arange(len(y)) if keep is None else keep
+    keys = [(len(a[i].split()), len(b[i].split()), y[i]) for i in idx]
+    order = [idx[j] for j in senteval_order(keys)]
+    u = encode_in_batches(encoder, [a[i] for i in order])
+    v = encode_in_batches(encoder, [b[i] for i in order])
+    return np.concatenate([np.abs(u - v), u * v], axis=1), np.asarray([y[i] for i in order])
+
+
+def _mrpc(encoder: Encoder, cfg: ProbeConfig, root, limit: int | None) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    from sklearn.metrics import f1_score
+
+    data = readers.read_mrpc(root)
+    xtr, ytr = _mrpc_features(encoder, *data["train"], keep=_subsample(len(data["train"][2]), limit))
+    xte, yte = _mrpc_features(encoder, *data["test"])
+    out = kfold_then_test(xtr, ytr, xte, yte, 2, cfg, keep_predictions=True)
+    out["f1"] = round(100 * float(f1_score(yte, out.pop("predictions"))), 2)  # SentEval: F1 of the paraphrase class
+    return out
+
+
 def eval_transfer(
     encoder: Encoder, task: str, cfg: ProbeConfig, root=None, limit: int | None = None
 ) -> dict[str, float]:
-    """Accuracy (``acc``, test) and ``devacc`` of one task. ``limit`` subsamples training data
-    (for smoke tests only; results are then not comparable and are marked ``subsampled``)."""
+    """Accuracy (``acc``, test) and ``devacc`` of one task (and ``f1`` for MRPC). ``limit`` subsamples training
+    data (for smoke tests only; results are then not comparable and are marked ``subsampled``)."""
     if task in ("MR", "CR", "SUBJ", "MPQA"):
-        sents, labels = readers.read_binary(task, root)
-        idx = _subsample(len(sents), limit)
-        x = encoder([sents[i] for i in idx])
-        out = inner_kfold(x, np.asarray(labels)[idx], 2, cfg)
+        out = _binary(encoder, task, cfg, root, limit)
     elif task == "SST2":
-        data = readers.read_sst2(root)
-        tr = _subsample(len(data["train"][0]), limit)
-        xs = {k: encoder(v[0] if k != "train" else [v[0][i] for i in tr]) for k, v in data.items()}
-        ys = {k: np.asarray(v[1]) for k, v in data.items()}
-        ys["train"] = ys["train"][tr]
-        out = split(xs["train"], ys["train"], xs["dev"], ys["dev"], xs["test"], ys["test"], 2, cfg)
+        out = _sst2(encoder, cfg, root, limit)
     elif task == "TREC":
-        data = readers.read_trec(root)
-        tr = _subsample(len(data["train"][0]), limit)
-        xtr = encoder([data["train"][0][i] for i in tr])
-        xte = encoder(data["test"][0])
-        out = kfold_then_test(xtr, np.asarray(data["train"][1])[tr], xte, np.asarray(data["test"][1]), 6, cfg)
+        out = _trec(encoder, cfg, root, limit)
     elif task == "MRPC":
-        data = readers.read_mrpc(root)
-        tr = _subsample(len(data["train"][0]), limit)
-
-        def features(a: list[str], b: list[str]) -> np.ndarray:
-            u, v = encoder(a), encoder(b)
-            return np.concatenate([np.abs(u - v), u * v], axis=1)
-
-        a, b, y = data["train"]
-        xtr = features([a[i] for i in tr], [b[i] for i in tr])
-        xte = features(data["test"][0], data["test"][1])
-        out = kfold_then_test(xtr, np.asarray(y)[tr], xte, np.asarray(data["test"][2]), 2, cfg)
+        out = _mrpc(encoder, cfg, root, limit)
     else:
         raise ValueError(f"unknown transfer task {task!r}; valid: MR, CR, SUBJ, MPQA, SST2, TREC, MRPC")
     if limit is not None:
