@@ -92,13 +92,16 @@ class _UnitRows(torch.autograd.Function):
         # every row of s has an entry of magnitude 1, so its norm is at least 1; an all-zero row keeps norm 1
         norm = torch.linalg.vector_norm(s, dim=1, keepdim=True).clamp_min_(1.0)
         y = s.div_(norm)
-        ctx.save_for_backward(y, norm, peak)
+        ctx.save_for_backward(x, y, norm, peak)
         return y
 
     @staticmethod
     def backward(ctx, g):  # type: ignore[override]
-        y, norm, peak = ctx.saved_tensors
-        if torch.is_grad_enabled():  # a second derivative: autograd through the same formula
+        x, y, norm, peak = ctx.saved_tensors
+        if torch.is_grad_enabled():  # second derivatives: the same formula, recomputed differentiably from x
+            s = x / peak
+            norm = torch.linalg.vector_norm(s, dim=1, keepdim=True).clamp_min(1.0)
+            y = s / norm
             return (g - y * (g * y).sum(dim=1, keepdim=True)) / norm / peak, None
         return (g - y * (g * y).sum(dim=1, keepdim=True)).div_(norm).div_(peak), None
 

@@ -111,3 +111,19 @@ def test_amcl_takes_all_zero_backbone_rows():
     assert torch.isfinite(loss_fn(h1, h2))
     with pytest.raises(ValueError, match="NaN or inf"):
         loss_fn(h1, h2 * float("nan"))
+
+
+def test_normalisation_has_the_exact_second_derivative():
+    """The custom unit-rows function against F.normalize, through a gradient penalty (double backward)."""
+    from cl_plugins.layouts import unit_rows
+
+    x = torch.randn(5, 4, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(5, 4, dtype=torch.float64)
+
+    def penalty(f):  # type: ignore[no-untyped-def]
+        (g,) = torch.autograd.grad((f(x) * w).sum() ** 2, x, create_graph=True)
+        return torch.autograd.grad(g.pow(2).sum(), x)[0]
+
+    ref = penalty(lambda t: torch.nn.functional.normalize(t, dim=1))
+    torch.testing.assert_close(penalty(unit_rows), ref, rtol=1e-10, atol=1e-12)
+    assert torch.autograd.gradcheck(unit_rows, (x,)) and torch.autograd.gradgradcheck(unit_rows, (x,))
