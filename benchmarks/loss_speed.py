@@ -284,7 +284,10 @@ def memory_probe(label: str, n: int, dim: int, device: str, warm_up: bool = True
 
 
 def measure_memory(label: str, n: int, dim: int, device: str, warm_up: bool = True) -> tuple[float, float] | None:
-    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", MALLOC_TRIM_THRESHOLD_="0")
+    # after a warm-up, freed tensors must go back to the OS for the second run's peak to show (glibc thresholds
+    # fixed); a single run from a fresh process needs no such setting, and forcing every tile of the streaming
+    # kernel through mmap would slow down exactly the run being timed
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", MALLOC_TRIM_THRESHOLD_="0") if warm_up else None
     cmd = [sys.executable, __file__, "--memory-probe", label, str(n), str(dim), "--device", device]
     proc = subprocess.run(cmd + ([] if warm_up else ["--no-warm-up"]), capture_output=True, text=True, env=env)
     if proc.returncode != 0:
