@@ -129,8 +129,8 @@ class ContrastiveLoss(nn.Module):
         raise NotImplementedError
 
     def logit_map(self, pairs: Pairs) -> LogitMap | None:
-        """Per-pair strategies: their logits as an elementwise map of the cosine, for the streaming kernel
-        (None: the strategy has a scalar temperature, or only the dense path)."""
+        """Per-pair strategies: their logits as an elementwise map of the cosine, for the fused and streaming
+        kernels (None: the strategy has a scalar temperature, or only the dense path)."""
         return None
 
     def pair_loss(self, logits: torch.Tensor, sim: torch.Tensor, pairs: Pairs) -> torch.Tensor:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from .streaming import LogitMap, streaming_negative_lse
+from .streaming import LogitMap, NegativeStats, streaming_negative_lse
 
 NEG_INF = float("-inf")
 # elements of one row chunk (1 MiB of float32): small enough to stay in a core's cache
@@ -40,7 +40,7 @@ class _NegativeLSE(torch.autograd.Function):
         m = x.new_empty(n_rows, 1)
         s = x.new_empty(n_rows, 1)
         extras = [x.new_empty(n_rows) for _ in ratios]
-        stats = _Stats(x) if logit_map is not None and logit_map.stat is not None else None
+        stats = NegativeStats(x) if logit_map is not None and logit_map.with_stat is not None else None
         # row chunks that stay in cache: max, exp and sums then cost about one pass over x
         step = max(1, CHUNK_ELEMENTS // max(1, x.shape[1]))
         for start in range(0, n_rows, step):
@@ -82,19 +82,6 @@ class _NegativeLSE(torch.autograd.Function):
         return grad_a, grad_c, None, None, None, None, None
 
 
-class _Stats:
-    """Sum, min and max of a logit map's statistic over the negatives, chunk by chunk."""
-
-    def __init__(self, like: torch.Tensor) -> None:
-        self.values = [like.new_zeros(()), like.new_full((), float("inf")), like.new_full((), NEG_INF)]
-
-    def add(self, stat: torch.Tensor, exclude: torch.Tensor | None) -> None:
-        total = stat.sum() - (stat.gather(1, exclude).sum() if exclude is not None else 0.0)
-        low = stat.scatter(1, exclude, float("inf")).amin() if exclude is not None else stat.amin()
-        high = stat.scatter_(1, exclude, NEG_INF).amax() if exclude is not None else stat.amax()
-        self.values = [self.values[0] + total, torch.minimum(self.values[1], low), torch.maximum(self.values[2], high)]
-
-
 def _chunk_logits(x, rows, exclude_cols, logit_map, bias_cols, bias, stats):  # type: ignore[no-untyped-def]
     """(logits of the chunk ``x`` with -inf at its non-negatives, the map's derivative or None); without a map
     the logits are ``x`` itself (already masked)."""
@@ -102,10 +89,14 @@ def _chunk_logits(x, rows, exclude_cols, logit_map, bias_cols, bias, stats):  # 
         if bias_cols is not None:
             x.scatter_add_(1, bias_cols[rows, None], x.new_full((x.shape[0], 1), bias))
         return x, None
-    logits, derivative, stat = logit_map.full(x)
+    logits, derivative, stat = logit_map.evaluate_all(x)
     exclude = None if exclude_cols is None else exclude_cols[rows]
     if stats is not None:
-        stats.add(stat, exclude)
+        excluded = (x.new_empty(0, dtype=torch.long),) * 2
+        if exclude is not None:
+            excluded = (torch.arange(x.shape[0], device=x.device)[:, None].expand_as(exclude).reshape(-1),
+                        exclude.reshape(-1))  # fmt: skip
+        stats.add(stat, excluded)
     if bias_cols is not None:
         logits.scatter_add_(1, bias_cols[rows, None], logits.new_full((x.shape[0], 1), bias))
     if exclude is not None:
@@ -118,8 +109,8 @@ class LazyLogits:
     """``scale * (anchors @ candidates.T)`` (or ``logit_map`` of the cosines), plus a separate positive column
     for queues, plus ``bias`` on one column per row; computed only inside the loss kernels.
 
-    ``stream=True`` uses :mod:`cl_plugins.streaming` (tiles, no [A, M] buffer); so do a logit map and a bias,
-    which the one-buffer kernel of this module does not support.
+    ``stream=True`` uses :mod:`cl_plugins.streaming` (tiles, no [A, M] buffer); so does a logit map without an
+    explicit derivative, which the one-buffer kernel of this module cannot apply.
 
     Shapes:
         anchors: [A, D] and candidates: [M, D], both L2-normalised; positives: [A, D] or None;
@@ -147,7 +138,7 @@ class LazyLogits:
         return replace(self, scale=self.scale / tau)
 
     def mapped(self, logit_map: LogitMap) -> LazyLogits:
-        """Logits ``logit_map.value(cosine)`` (per-pair strategies): always the streaming kernel."""
+        """Logits ``logit_map.value(cosine)`` (per-pair strategies)."""
         if not (isinstance(self.scale, float) and self.scale == 1.0):
             raise TypeError("a logit map applies to the cosines themselves, not to rescaled logits")
         return replace(self, logit_map=logit_map)
@@ -179,7 +170,7 @@ class LazyLogits:
         """LSE over negatives [A] at this scale, then (no grad) at ``scale * r`` for each r."""
         # with separate positives (queue) every candidate is a negative
         exclude = None if self.positives is not None else exclude_cols
-        fusable = self.logit_map is None or self.logit_map.full is not None
+        fusable = self.logit_map is None or self.logit_map.with_derivative is not None
         if self.stream or not fusable:
             options = {"logit_map": self.logit_map, "bias_cols": self.bias_cols, "bias": self.bias}
             anchors = self.scaled_anchors()

@@ -35,28 +35,50 @@ Pair = tuple[torch.Tensor, torch.Tensor]
 class LogitMap:
     """An elementwise logit ``phi(x)`` of the cosine ``x``, with its derivative.
 
-    ``derivative=None`` differentiates ``value`` with autograd inside each tile (exact, slower);
-    ``with_derivative(x) -> (phi(x), phi'(x))`` computes both at once where they share work.
-    ``stat`` (optional) is a per-pair quantity whose sum, min and max over the negatives are passed to
-    ``on_stats(sum, min, max)`` after the forward pass; ``with_stat(x) -> (phi(x), stat(x))`` shares work.
+    ``with_derivative(x) -> (phi(x), phi'(x))``; without it the kernels differentiate ``value`` with autograd
+    inside each tile (exact, slower) and the one-buffer kernel of :mod:`cl_plugins.fused` does not apply.
+    ``with_stat(x) -> (phi(x), stat(x))`` (optional): a per-pair quantity whose sum, min and max over the
+    negatives are passed to ``on_stats(sum, min, max)`` after the forward pass. ``full(x) -> (phi(x), phi'(x),
+    stat(x))`` computes all three at once where they share work (default: ``with_derivative`` and ``with_stat``).
     """
 
     value: Callable[[torch.Tensor], torch.Tensor]
-    derivative: Callable[[torch.Tensor], torch.Tensor] | None = None
-    stat: Callable[[torch.Tensor], torch.Tensor] | None = None
-    on_stats: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], None] | None = None
     with_derivative: Callable[[torch.Tensor], Pair] | None = None
     with_stat: Callable[[torch.Tensor], Pair] | None = None
-    #: (phi(x), phi'(x), stat(x) or None) at once: lets the one-buffer kernel of cl_plugins.fused run the map
-    full: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]] | None = None
+    on_stats: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], None] | None = None
+    full: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor, torch.Tensor]] | None = None
 
     def evaluate(self, x: torch.Tensor, want: str | None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(phi(x), the ``want``-ed companion: ``"stat"``, ``"derivative"`` or None)."""
-        if want == "stat" and self.stat is not None:
-            return self.with_stat(x) if self.with_stat is not None else (self.value(x), self.stat(x))
-        if want == "derivative" and self.derivative is not None:
-            return self.with_derivative(x) if self.with_derivative is not None else (self.value(x), self.derivative(x))
+        if want == "stat" and self.with_stat is not None:
+            return self.with_stat(x)
+        if want == "derivative" and self.with_derivative is not None:
+            return self.with_derivative(x)
         return self.value(x), None
+
+    def evaluate_all(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """(phi(x), phi'(x), stat(x) or None): what the one-buffer kernel needs (``with_derivative`` required)."""
+        if self.full is not None:
+            return self.full(x)
+        assert self.with_derivative is not None
+        value, derivative = self.with_derivative(x)
+        return value, derivative, None if self.with_stat is None else self.with_stat(x)[1]
+
+
+class NegativeStats:
+    """Sum, min and max of a logit map's statistic over the negatives, accumulated tile by tile (or chunk by
+    chunk): the excluded entries are subtracted from the sum and masked for the min and the max."""
+
+    def __init__(self, like: torch.Tensor) -> None:
+        self.values = [like.new_zeros(()), like.new_full((), float("inf")), like.new_full((), NEG_INF)]
+
+    def add(self, stat: torch.Tensor, excluded: Pair) -> None:
+        """``stat`` of one tile [R, T], ``excluded`` the (rows, columns) of its non-negatives; ``stat`` is
+        overwritten."""
+        total = stat.sum() - stat[excluded].sum()
+        low = stat.index_put_(excluded, stat.new_tensor(float("inf"))).amin()
+        high = stat.index_put_(excluded, stat.new_tensor(NEG_INF)).amax()
+        self.values = [self.values[0] + total, torch.minimum(self.values[1], low), torch.maximum(self.values[2], high)]
 
 
 @dataclass(frozen=True)
@@ -106,21 +128,18 @@ def _tile(a: torch.Tensor, c: torch.Tensor, r0: int, t0: int, plan: _Plan, want:
     return _Tile(x, logits, companion, excluded)
 
 
-def _row_block_forward(a: torch.Tensor, c: torch.Tensor, r0: int, width: int, plan: _Plan) -> list[torch.Tensor]:
-    """[lse, extras..., (stat sum, min, max)] of one row block, streaming over column tiles."""
+def _row_block_forward(a: torch.Tensor, c: torch.Tensor, r0: int, width: int, plan: _Plan,
+                       stats: NegativeStats | None) -> list[torch.Tensor]:  # fmt: skip
+    """[lse, extras...] of one row block, streaming over column tiles (the map's statistic into ``stats``)."""
     n = a.shape[0]
     m = a.new_full((n,), NEG_INF)
     s = a.new_zeros(n)
     extra_sums = [a.new_zeros(n) for _ in plan.ratios]
-    stats = [a.new_zeros(()), a.new_full((), float("inf")), a.new_full((), NEG_INF)]
     for t0 in range(0, plan.cols, width):
         tile = _tile(a, c[t0 : t0 + width], r0, t0, plan, "stat")
-        logits, stat = tile.logits, tile.companion
-        if stat is not None:  # over the negatives only: the excluded entries subtracted, then masked for min / max
-            total = stat.sum() - stat[tile.excluded].sum()
-            low = stat.index_put_(tile.excluded, stat.new_tensor(float("inf"))).amin()
-            high = stat.index_put_(tile.excluded, stat.new_tensor(NEG_INF)).amax()
-            stats = [stats[0] + total, torch.minimum(stats[1], low), torch.maximum(stats[2], high)]
+        logits = tile.logits
+        if stats is not None:
+            stats.add(tile.companion, tile.excluded)
         m_new = torch.maximum(m, logits.amax(dim=1))
         shift = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)  # rows with no negative yet
         centred = logits.sub_(shift[:, None])  # in place: x (or the map's output) is not needed any more
@@ -128,8 +147,7 @@ def _row_block_forward(a: torch.Tensor, c: torch.Tensor, r0: int, width: int, pl
             extra_sums[i] = extra_sums[i] * torch.exp(r * (m - shift)) + torch.exp(centred * r).sum(dim=1)
         s = s * torch.exp(m - shift) + centred.exp_().sum(dim=1)
         m = m_new
-    out = [m + s.log()] + [r * m + e.log() for r, e in zip(plan.ratios, extra_sums)]
-    return out + (stats if plan.logit_map is not None and plan.logit_map.stat is not None else [])
+    return [m + s.log()] + [r * m + e.log() for r, e in zip(plan.ratios, extra_sums)]
 
 
 class _StreamingNegativeLSE(torch.autograd.Function):
@@ -137,14 +155,12 @@ class _StreamingNegativeLSE(torch.autograd.Function):
     def forward(ctx, a, c, plan):  # type: ignore[override]
         with torch.autocast(device_type=a.device.type, enabled=False), torch.no_grad():
             rows, width = tile_sizes(plan.rows, plan.cols)
-            parts = [_row_block_forward(a[r0 : r0 + rows], c, r0, width, plan) for r0 in range(0, plan.rows, rows)]
-            n_out = 1 + len(plan.ratios)
-            outs = [torch.cat([p[i] for p in parts]) for i in range(n_out)]
-            if len(parts[0]) > n_out:  # the map's statistic over the negatives
-                total = torch.stack([p[n_out] for p in parts]).sum()
-                lo = torch.stack([p[n_out + 1] for p in parts]).min()
-                hi = torch.stack([p[n_out + 2] for p in parts]).max()
-                plan.logit_map.on_stats(total, lo, hi)
+            stats = NegativeStats(a) if plan.logit_map is not None and plan.logit_map.with_stat is not None else None
+            parts = [_row_block_forward(a[r0 : r0 + rows], c, r0, width, plan, stats)
+                     for r0 in range(0, plan.rows, rows)]  # fmt: skip
+            outs = [torch.cat(column) for column in zip(*parts)]
+            if stats is not None:
+                plan.logit_map.on_stats(*stats.values)
         ctx.save_for_backward(a, c, outs[0])
         ctx.plan = plan
         ctx.mark_non_differentiable(*outs[1:])

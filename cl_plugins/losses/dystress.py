@@ -143,10 +143,9 @@ class DySTreSSLoss(ContrastiveLoss):
 
         value = lambda s: s / self.temperature(s.detach() if self.detach else s)  # noqa: E731
         # with tau(sg(s)) the derivative is 1 / tau(s); the full one (detach=False) comes from autograd per tile
-        derivative = (lambda s: 1 / self.temperature(s)) if self.detach else None
-        return LogitMap(value, derivative, stat=self.temperature, on_stats=on_stats,
-                        with_derivative=with_derivative if self.detach else None, with_stat=with_stat,
-                        full=full if self.detach else None)  # fmt: skip
+        if not self.detach:
+            return LogitMap(value, with_stat=with_stat, on_stats=on_stats)
+        return LogitMap(value, with_derivative, with_stat, on_stats, full)
 
     def logits(self, sim: torch.Tensor | LazyLogits, pairs: Pairs) -> torch.Tensor | LazyLogits:
         if isinstance(sim, LazyLogits):

@@ -67,7 +67,7 @@ class TemperatureFreeLoss(ContrastiveLoss):
         # clamp passes the gradient on [lo, hi] (bounds included), as autograd's does
         derivative = lambda s: torch.where((s >= lo) & (s <= hi), 2 / (1 - s * s), torch.zeros_like(s))  # noqa: E731
         value = lambda s: 2 * torch.atanh(self._clamped(s))  # noqa: E731
-        return LogitMap(value, derivative, full=lambda s: (value(s), derivative(s), None))
+        return LogitMap(value, with_derivative=lambda s: (value(s), derivative(s)))
 
     def logits(self, sim: torch.Tensor | LazyLogits, pairs: Pairs) -> torch.Tensor | LazyLogits:
         positive = pairs.positive(sim).detach()
