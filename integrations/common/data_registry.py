@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from integrations.common.downloads import Expected, download, mismatch, offline
+from integrations.common.downloads import ChecksumError, Expected, download, mismatch, offline
 from integrations.common.paths import cache_root, data_root
 
 FILES_JSON = Path(__file__).with_name("data_files.json")
@@ -273,8 +273,9 @@ def status(dataset: Dataset, deep: bool = True) -> tuple[str, list[str]]:
     return ("missing" if all(p.endswith(": missing") for p in problems) else "corrupt"), problems
 
 
-def _unpack(archive: Path, source: Source, root: Path) -> None:
-    """Extract ``archive`` beside it, then move the folder that holds ``source.anchor`` to ``source.target``."""
+def _unpack(archive: Path, source: Source, root: Path, expected: dict[str, Expected]) -> None:
+    """Extract ``archive`` beside it, check its members against ``expected``, then move the folder that holds
+    ``source.anchor`` to ``source.target``: a wrong member is refused before anything is moved into place."""
     with tempfile.TemporaryDirectory(dir=archive.parent, prefix=".unpack-") as tmp:
         if zipfile.is_zipfile(archive):
             with zipfile.ZipFile(archive) as z:
@@ -292,12 +293,17 @@ def _unpack(archive: Path, source: Source, root: Path) -> None:
         folder = hits[0]
         for _ in Path(source.anchor).parts:
             folder = folder.parent
-        target = root / source.target
-        for item in sorted(folder.rglob("*")):
-            if item.is_file():
-                dest = target / item.relative_to(folder)
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(item, dest)
+        moves = [(item, f"{source.target}/{item.relative_to(folder).as_posix()}")
+                 for item in sorted(folder.rglob("*")) if item.is_file()]  # fmt: skip
+        for item, rel in moves:
+            wrong = mismatch(item, expected[rel], rel) if rel in expected else None
+            if wrong is not None:
+                raise ChecksumError(f"{source.url} holds a corrupt or unregistered file — {wrong}; nothing was moved "
+                                    "into the data root")  # fmt: skip
+        for item, rel in moves:
+            dest = root / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(item, dest)
 
 
 def fetch(dataset: Dataset, *, force: bool = False) -> Path:
@@ -314,8 +320,10 @@ def fetch(dataset: Dataset, *, force: bool = False) -> Path:
             archive = root / ".downloads" / Path(source.url).name
             if force or not archive.exists():
                 download(source.url, archive, source.expect)
-            _unpack(archive, source, root)
-            archive.unlink()
+            try:
+                _unpack(archive, source, root, dataset.files)
+            finally:  # a bad archive is fetched afresh next time, not unpacked again
+                archive.unlink(missing_ok=True)
         else:
             download(source.url, root / source.target, source.expect,
                      limit=source.expect.size if source.kind == "head" else None)  # fmt: skip

@@ -300,3 +300,22 @@ def test_a_tu_zip_downloads_and_loads(server: Server, online: Path, data_root: P
             z.write(data_root / rel, "MUTAG/" + Path(rel).name)
     server.put(served_path(entry.sources[0].url), buffer.getvalue())
     assert len(load_tu("MUTAG")) == 188
+
+
+def test_a_wrong_archive_member_is_refused_before_anything_is_placed(
+    server: Server, online: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, data in (("pkg/A.txt", b"a\n"), ("pkg/B.txt", b"not b\n")):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    files = {"t/A.txt": Expected(sha256=sha(b"a\n")), "t/B.txt": Expected(sha256=sha(b"b\n"))}
+    source = Source(server.put("arch.tar", buffer.getvalue()), "t", "archive", anchor="A.txt")
+    dataset = Dataset("tiny", "fixture", files, (source,), "test", "made in the test")
+    monkeypatch.setattr(data_registry, "registry", lambda: {"tiny": dataset})
+    wrong, right = sha(b"not b\n"), sha(b"b\n")
+    with pytest.raises(ChecksumError, match=rf"t/B.txt: sha256 {wrong}, expected {right}"):
+        data_registry.fetch(dataset)
+    assert not (online / "t").exists() and not (online / ".downloads" / "arch.tar").exists()
