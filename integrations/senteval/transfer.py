@@ -39,11 +39,15 @@ def _subsample(n: int, limit: int | None, seed: int = 1111) -> np.ndarray:
     return idx
 
 
+def _kept_in_order(keys: Sequence[tuple], limit: int | None) -> list[int]:
+    """Indices of the (subsampled) items in SentEval's order of their ``keys``."""
+    keep = _subsample(len(keys), limit)
+    return [keep[j] for j in senteval_order([keys[i] for i in keep])]
+
+
 def _sorted(sents: list[str], labels: Sequence[int], limit: int | None = None) -> tuple[list[str], np.ndarray]:
     """(sentences, labels) of a (subsampled) split in SentEval's order."""
-    keep = _subsample(len(sents), limit)
-    keys = [(len(sents[i].split()), labels[i]) for i in keep]
-    order = [keep[j] for j in senteval_order(keys)]
+    order = _kept_in_order([(len(s.split()), y) for s, y in zip(sents, labels, strict=True)], limit)
     return [sents[i] for i in order], np.asarray([labels[i] for i in order])
 
 
@@ -69,10 +73,8 @@ def _trec(encoder: Encoder, cfg: ProbeConfig, root, limit: int | None) -> dict[s
 
 
 def _mrpc_features(encoder: Encoder, a: list[str], b: list[str], y: list[int],
-                   keep: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-    idx = np.arange(len(y)) if keep is None else keep
-    keys = [(len(a[i].split()), len(b[i].split()), y[i]) for i in idx]
-    order = [idx[j] for j in senteval_order(keys)]
+                   limit: int | None = None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    order = _kept_in_order([(len(p.split()), len(q.split()), t) for p, q, t in zip(a, b, y, strict=True)], limit)
     u = encode_in_batches(encoder, [a[i] for i in order])
     v = encode_in_batches(encoder, [b[i] for i in order])
     return np.concatenate([np.abs(u - v), u * v], axis=1), np.asarray([y[i] for i in order])
@@ -82,7 +84,7 @@ def _mrpc(encoder: Encoder, cfg: ProbeConfig, root, limit: int | None) -> dict[s
     from sklearn.metrics import f1_score
 
     data = readers.read_mrpc(root)
-    xtr, ytr = _mrpc_features(encoder, *data["train"], keep=_subsample(len(data["train"][2]), limit))
+    xtr, ytr = _mrpc_features(encoder, *data["train"], limit=limit)
     xte, yte = _mrpc_features(encoder, *data["test"])
     out = kfold_then_test(xtr, ytr, xte, yte, 2, cfg, keep_predictions=True)
     out["f1"] = round(100 * float(f1_score(yte, out.pop("predictions"))), 2)  # SentEval: F1 of the paraphrase class
