@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from .classifier import ProbeConfig
+from .embedders import Embedder
 from .sts import eval_relatedness, eval_sts_year
 from .transfer import eval_transfer
 
@@ -36,26 +39,46 @@ def evaluate(
     encoder: Encoder,
     tasks: str | Sequence[str] = "sts",
     mode: str = "test",
-    root=None,
+    root=None,  # type: ignore[no-untyped-def]
     transfer_limit: int | None = None,
     progress: bool = True,
+    batching: str = "senteval",
+    cache: bool | Path = True,
+    timings: dict[str, dict[str, float]] | None = None,
 ) -> dict[str, dict[str, float]]:
     """Evaluate ``encoder`` (list of sentences -> [n, d] array) on ``tasks``.
 
-    ``mode``: ``"test"`` (10-fold, Adam), ``"fasttest"`` (5-fold, RMSprop), as SimCSE's evaluation.py;
-    ``"dev"`` reports STS-B / SICK-R dev only for the relatedness tasks.
+    Args:
+        mode: ``"test"`` (10-fold, Adam), ``"fasttest"`` (5-fold, RMSprop), as SimCSE's evaluation.py;
+            ``"dev"`` reports STS-B / SICK-R dev only for the relatedness tasks.
+        transfer_limit: subsample transfer training sets (smoke tests only; marked ``subsampled``).
+        batching: ``"senteval"`` (SentEval's batches, its numbers exactly) or ``"distinct"`` (each distinct
+            sentence once, unpadded; see :class:`.embedders.Embedder`) (default: ``"senteval"``).
+        cache: embeddings on disk for an encoder with a ``fingerprint`` (``True``: ``$CL_PLUGINS_CACHE``, a
+            folder, or ``False``) (default: ``True``).
+        timings: if given, filled with each task's ``encode`` and ``probe`` seconds.
     """
     cfg = ProbeConfig.for_mode(mode)
+    embedder = Embedder(encoder, batching, cache)
     results: dict[str, dict[str, float]] = {}
-    for task in tqdm(expand_tasks(tasks), desc="SentEval", disable=not progress):
-        if task.startswith("STS1"):
-            results[task] = eval_sts_year(encoder, task, root)
-        elif task in ("STSBenchmark", "SICKRelatedness"):
-            splits = ("dev",) if mode == "dev" else ("dev", "test")
-            results[task] = eval_relatedness(encoder, task, splits, root)
-        else:
-            results[task] = eval_transfer(encoder, task, cfg, root, transfer_limit)
+    try:
+        for task in tqdm(expand_tasks(tasks), desc="SentEval", disable=not progress):
+            start, encoded = time.perf_counter(), embedder.seconds
+            results[task] = _one_task(embedder, task, cfg, mode, root, transfer_limit)
+            if timings is not None:
+                spent, encode = time.perf_counter() - start, embedder.seconds - encoded
+                timings[task] = {"encode": encode, "probe": spent - encode}
+    finally:
+        embedder.close()
     return results
+
+
+def _one_task(embedder: Embedder, task: str, cfg: ProbeConfig, mode: str, root, limit: int | None) -> dict:  # type: ignore[no-untyped-def]
+    if task.startswith("STS1"):
+        return eval_sts_year(embedder.sts, task, root)
+    if task in ("STSBenchmark", "SICKRelatedness"):
+        return eval_relatedness(embedder.sts, task, ("dev",) if mode == "dev" else ("dev", "test"), root)
+    return eval_transfer(embedder.transfer, task, cfg, root, limit)
 
 
 def summary(results: dict[str, dict[str, float]]) -> dict[str, float]:

@@ -23,6 +23,7 @@ from integrations.common.cli import new_parser, one_line_errors
 from integrations.senteval import engine
 
 from .model import POOLERS, SimCSEModel, check_model_path
+from .sentence_encoder import SentenceEncoder
 
 
 class _NoLoss(torch.nn.Module):
@@ -36,8 +37,8 @@ def load_encoder(
     batch_size: int = 128,
     max_length: int | None = None,
     device: str = "cpu",
-):  # type: ignore[no-untyped-def]
-    """An ``encode(list[str]) -> np.ndarray`` function for the model in ``path``."""
+) -> SentenceEncoder:
+    """An ``encode(list[str]) -> np.ndarray`` callable for the model in ``path`` (with a cache fingerprint)."""
     from transformers import AutoModel, AutoTokenizer
 
     check_model_path(str(path))
@@ -63,11 +64,8 @@ def load_encoder(
         model.mlp.load_state_dict(torch.load(head, map_location="cpu"))
     model.to(device).eval()
     tokenizer = AutoTokenizer.from_pretrained(str(path))
-
-    def encode(sentences):  # type: ignore[no-untyped-def]
-        return model.encode(list(sentences), tokenizer, batch_size=batch_size, max_length=max_length).numpy()
-
-    return encode
+    settings = {"pooler": chosen, "mlp_only_train": model.mlp_only_train, "head": settings.get("head", "simcse")}
+    return SentenceEncoder(model, tokenizer, batch_size, max_length, settings)
 
 
 def run_senteval_package(encode, tasks: list[str], mode: str) -> dict[str, dict[str, float]]:  # type: ignore[no-untyped-def]

@@ -15,7 +15,8 @@ import torch
 from sklearn.model_selection import StratifiedKFold
 
 from integrations.senteval.classifier import REGS, ProbeConfig, fit_predict, inner_kfold, kfold_then_test, split
-from integrations.senteval.transfer import encode_in_batches, senteval_order
+from integrations.senteval.embedding_cache import encode_in_batches
+from integrations.senteval.transfer import senteval_order
 
 
 class SentEvalProbe:
