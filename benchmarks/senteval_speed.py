@@ -69,17 +69,16 @@ def run(name: str, args: argparse.Namespace, cache: Path) -> dict:
 
 
 def render(results: dict) -> str:
-    rows = {r["run"]: r for r in results["rows"]}
     lines = [
         "# SentEval harness: stage times and parity",
         "",
         f"Written by `benchmarks/senteval_speed.py` ({results['machine']}). Every run is a fresh process evaluating "
         "STS12-16, STS-B, SICK-R and the seven transfer tasks on the full data; seconds of wall time.",
-        "",
-        *_time_table(rows),
-        "",
-        *_parity_table(rows),
     ]
+    for mode in ("fasttest", "test"):
+        rows = {r["run"]: r for r in results["rows"] if r["mode"] == mode}
+        if rows:
+            lines += ["", f"## `{mode}` probes", "", *_time_table(rows), "", *_parity_table(rows, mode)]
     return "\n".join(lines) + "\n"
 
 
@@ -102,17 +101,18 @@ def _time_table(rows: dict[str, dict]) -> list[str]:
     return lines
 
 
-def _parity_table(rows: dict[str, dict]) -> list[str]:
+def _parity_table(rows: dict[str, dict], mode: str) -> list[str]:
     original = json.loads(ORIGINAL.read_text())
+    reference = original.get(mode, {})
     names = [n for n in RUNS if n in rows and n.endswith("cold")]
-    lines = ["Transfer test accuracy / dev accuracy (MRPC: / F1) against the original SentEval "
-             f"({original['source']}):", "",
+    lines = ["Transfer test accuracy / dev accuracy (MRPC: / F1)"
+             + (f", against the original SentEval ({original['source']}):" if reference else ":"), "",
              "| task | original | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]  # fmt: skip
     for task in TRANSFER:
-        if task not in original["fasttest"] or any(task not in rows[n]["results"] for n in names):
+        if any(task not in rows[n]["results"] for n in names):
             continue
-        lines.append(f"| {task} | {_cell(original['fasttest'][task])} | "
-                     + " | ".join(_cell(rows[n]["results"][task]) for n in names) + " |")  # fmt: skip
+        ref = _cell(reference[task]) if task in reference else "not measured"
+        lines.append(f"| {task} | {ref} | " + " | ".join(_cell(rows[n]["results"][task]) for n in names) + " |")
     sts = [t for t in next(iter(rows.values()))["results"] if not any(t == x for x in TRANSFER)] if rows else []
     if len(names) > 1:
         lines += ["", "STS ('all' / test Spearman):", "", "| task | " + " | ".join(names) + " |",

@@ -127,16 +127,20 @@ class MoleculeGIN(nn.Module):
 class GCNEncoder(nn.Module):
     """GRACE's encoder: ``num_layers`` GCNConv layers (widths 2h, ..., 2h, h), activation after each.
 
+    Args:
+        inner: width of the layers before the last (default: None, GRACE's 2·hidden; PyGCL's ``GConv``: hidden).
+
     Shapes: x: [n, F]; edge_index: [2, m]. Returns [n, hidden].
     """
 
-    def __init__(self, in_channels: int, hidden: int, activation: str = "relu", num_layers: int = 2) -> None:
+    def __init__(self, in_channels: int, hidden: int, activation: str = "relu", num_layers: int = 2,
+                 inner: int | None = None) -> None:  # fmt: skip
         super().__init__()
         from torch_geometric.nn import GCNConv
 
         if num_layers < 2:
             raise ValueError(f"num_layers must be at least 2 (GRACE's k), got {num_layers}")
-        widths = [in_channels] + [2 * hidden] * (num_layers - 1) + [hidden]
+        widths = [in_channels] + [inner or 2 * hidden] * (num_layers - 1) + [hidden]
         self.convs = nn.ModuleList([GCNConv(a, b) for a, b in zip(widths[:-1], widths[1:])])
         acts = {"relu": nn.ReLU, "prelu": nn.PReLU, "elu": nn.ELU, "rrelu": nn.RReLU}
         if activation not in acts:

@@ -14,7 +14,7 @@ from .embedding_cache import ListCache, SentenceTable, encode_in_batches, prune
 Encoder = Callable[[Sequence[str]], np.ndarray]
 #: sentences per encoder call in SentEval's transfer tasks (its default ``params.batch_size``; SimCSE keeps it)
 ENCODE_BATCH = 128
-BATCHINGS = ("senteval", "distinct")
+BATCHINGS = ("auto", "senteval", "distinct")
 
 
 class Embedder:
@@ -23,15 +23,19 @@ class Embedder:
     Args:
         encoder: ``list[str] -> [n, d]`` array; with a ``fingerprint`` attribute its embeddings are cached on
             disk, with ``encode_unpadded`` it supports ``batching="distinct"``.
-        batching: ``"senteval"`` (default): each task's sentences in SentEval's order and batches, the
-            original's numbers to the last digit; ``"distinct"``: every distinct sentence once, without padding,
-            shared across tasks (fewer and unpadded tokens; embeddings differ from padded ones by float rounding).
+        batching: ``"senteval"``: each task's sentences in SentEval's order and batches, the original's
+            numbers to the last digit; ``"distinct"``: every distinct sentence once, without padding, shared
+            across tasks (fewer and unpadded tokens; embeddings differ from padded ones by float rounding, which
+            changed none of the transfer numbers of all-MiniLM-L6-v2, see docs/results/senteval_speed.md);
+            ``"auto"`` (default): ``"distinct"`` for an encoder with ``encode_unpadded``, else ``"senteval"``.
         cache: ``True`` (default root), a folder, or ``False`` (no disk cache).
     """
 
-    def __init__(self, encoder: Encoder, batching: str = "senteval", cache: bool | Path = True) -> None:
+    def __init__(self, encoder: Encoder, batching: str = "auto", cache: bool | Path = True) -> None:
         if batching not in BATCHINGS:
             raise ValueError(f"batching must be one of {BATCHINGS}, got {batching!r}")
+        if batching == "auto":
+            batching = "distinct" if hasattr(encoder, "encode_unpadded") else "senteval"
         if batching == "distinct" and not hasattr(encoder, "encode_unpadded"):
             raise ValueError("batching='distinct' needs an encoder with encode_unpadded (load_encoder's has one); "
                              "use batching='senteval'")  # fmt: skip

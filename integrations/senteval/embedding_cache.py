@@ -9,8 +9,9 @@ hit. Two kinds of entry, one per batching policy of :func:`integrations.senteval
   consecutive batches of a given size (SentEval's batches, the same padding), keyed by a hash of the list and
   the batch size. Exact: the cached array is bit for bit what encoding the list again returns.
 * :class:`SentenceTable` (``batching="distinct"``): one embedding per distinct sentence, computed without
-  padding (batches of equal token length), which makes it independent of the other sentences of its batch,
-  so it can be shared across tasks and evaluations.
+  padding (batches of equal token length, in a canonical order), shared across tasks and evaluations. A
+  sentence keeps the embedding of the batch it was first encoded in; another batch composition could differ
+  in the last bits (kernel choice by batch shape), the order of SentEval's own padding noise.
 
 Files are written to a temporary sibling and renamed; an unreadable or mis-shaped file is deleted and
 recomputed. :func:`prune` keeps the cache under a size limit by deleting the least recently used folders.
@@ -23,6 +24,7 @@ import json
 import os
 import shutil
 import warnings
+import zipfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -79,7 +81,7 @@ def _load_npz(path: Path, keys: Sequence[str]) -> dict[str, np.ndarray] | None:
     try:
         with np.load(path, allow_pickle=False) as data:
             out = {k: data[k] for k in keys}
-    except (OSError, ValueError, KeyError, EOFError) as err:  # a damaged file is recomputed, not trusted
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as err:  # damaged: recompute, never trust
         warnings.warn(f"embedding cache file {path} is unreadable ({err}); recomputing it", stacklevel=3)
         path.unlink(missing_ok=True)
         return None

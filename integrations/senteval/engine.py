@@ -42,7 +42,7 @@ def evaluate(
     root=None,  # type: ignore[no-untyped-def]
     transfer_limit: int | None = None,
     progress: bool = True,
-    batching: str = "senteval",
+    batching: str = "auto",
     cache: bool | Path = True,
     timings: dict[str, dict[str, float]] | None = None,
 ) -> dict[str, dict[str, float]]:
@@ -52,8 +52,9 @@ def evaluate(
         mode: ``"test"`` (10-fold, Adam), ``"fasttest"`` (5-fold, RMSprop), as SimCSE's evaluation.py;
             ``"dev"`` reports STS-B / SICK-R dev only for the relatedness tasks.
         transfer_limit: subsample transfer training sets (smoke tests only; marked ``subsampled``).
-        batching: ``"senteval"`` (SentEval's batches, its numbers exactly) or ``"distinct"`` (each distinct
-            sentence once, unpadded; see :class:`.embedders.Embedder`) (default: ``"senteval"``).
+        batching: ``"senteval"`` (SentEval's batches, its numbers exactly), ``"distinct"`` (each distinct
+            sentence once, unpadded) or ``"auto"`` (distinct when the encoder can; see
+            :class:`.embedders.Embedder`) (default: ``"auto"``).
         cache: embeddings on disk for an encoder with a ``fingerprint`` (``True``: ``$CL_PLUGINS_CACHE``, a
             folder, or ``False``) (default: ``True``).
         timings: if given, filled with each task's ``encode`` and ``probe`` seconds.

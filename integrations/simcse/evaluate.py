@@ -104,6 +104,17 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     parser.add_argument("--batch_size", type=int, default=128, help="sentences per encoder call")
     parser.add_argument("--max_length", type=int, help="truncate sentences (default: no truncation, as SimCSE)")
     parser.add_argument("--transfer_limit", type=int, help="subsample transfer training sets (smoke tests only)")
+    parser.add_argument(
+        "--batching",
+        default="distinct",
+        choices=["senteval", "distinct"],
+        help="distinct (default): each distinct sentence encoded once, unpadded (faster, equal to SentEval's numbers "
+        "up to float rounding); senteval: SentEval's batches (its numbers exactly)",
+    )
+    parser.add_argument(
+        "--cache_dir", type=Path, help="embedding cache (default: $CL_PLUGINS_CACHE/senteval_embeddings)"
+    )
+    parser.add_argument("--no_cache", action="store_true", help="encode everything again, write no cache")
     parser.add_argument("--backend", default="ours", choices=["ours", "senteval"], help="our harness or SentEval")
     parser.add_argument("--output", type=Path, help="write all results as JSON here")
     parser.add_argument("--name", default="model", help="row label of the printed table")
@@ -114,7 +125,9 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     if args.backend == "senteval":
         results = run_senteval_package(encode, tasks, args.mode)
     else:
-        results = engine.evaluate(encode, tasks, args.mode, transfer_limit=args.transfer_limit)
+        cache = False if args.no_cache else (args.cache_dir or True)
+        results = engine.evaluate(encode, tasks, args.mode, transfer_limit=args.transfer_limit,
+                                  batching=args.batching, cache=cache)  # fmt: skip
     print(engine.format_table({args.name: results}))
     if args.output:
         atomic.write_text(args.output, json.dumps(results, indent=2, default=lambda o: float(np.asarray(o))))

@@ -45,8 +45,10 @@ class SentenceEncoder:
         return out.numpy()
 
     def encode_unpadded(self, sentences: Sequence[str]) -> np.ndarray:
-        """Embeddings computed in batches of equal token count, so no sentence is padded and each embedding
-        equals the sentence's own, whatever else is encoded with it (what lets them be shared and cached)."""
+        """Embeddings computed in batches of equal token count, so no sentence is padded, in a canonical order
+        (token count, then text): the same set of sentences gives the same bits in any input order. Against another
+        batch composition an embedding can differ in its last bits (the matrix kernels depend on the batch shape),
+        the order of SentEval's own padding noise."""
         sentences = list(sentences)
         truncate = self.max_length is not None
         tokens = self.tokenizer(sentences, truncation=truncate, max_length=self.max_length)["input_ids"]
@@ -59,6 +61,7 @@ class SentenceEncoder:
         self.model.eval()
         with torch.inference_mode():
             for length, rows in sorted(by_length.items()):
+                rows = sorted(rows, key=sentences.__getitem__)
                 step = max(1, UNPADDED_TOKENS // length)
                 for start in range(0, len(rows), step):
                     chunk = rows[start : start + step]

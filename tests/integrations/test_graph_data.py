@@ -121,6 +121,22 @@ def test_grace_end_to_end(data_root, tmp_path):
     assert 0.14 < out["random_micro_f1_mean"] / 100 <= 1.0
 
 
+def test_grace_pygcl_recipe_end_to_end(data_root, tmp_path):
+    """PyGCL's examples/GRACE.py: a 32-wide GCN throughout, τ 0.2, one PyGCL split per training seed."""
+    from integrations.graph import grace
+
+    cfg = grace.GraceConfig(dataset="CiteSeer", recipe="pygcl", epochs=3, output_dir=str(tmp_path), log_with="none",
+                            progress=False, seeds=[0, 1])  # fmt: skip
+    model = grace.build_model(cfg, num_features=3703)
+    assert [tuple(c.lin.weight.shape) for c in model.encoder.convs] == [(32, 3703), (32, 32)]
+    assert grace.settings(cfg)["tau"] == 0.2 and grace.settings(cfg)["weight_decay"] == 0.0
+    out = grace.run(cfg)
+    assert [len(r["eval"]["pygcl"]) for r in out["runs"]] == [1, 1]
+    assert 0.0 < out["pygcl_micro_f1_mean"] <= 100.0
+    with pytest.raises(ValueError, match="--recipe"):
+        grace.settings(grace.GraceConfig(recipe="gcl"))
+
+
 def test_graphcl_transfer_end_to_end(data_root, tmp_path):
     pytest.importorskip("rdkit")
     from integrations.graph import graphcl_transfer

@@ -12,7 +12,13 @@ from torch_geometric.utils import to_undirected  # noqa: E402
 
 from integrations.graph import augment  # noqa: E402
 from integrations.graph.encoders import GCNEncoder, GINEncoder, MoleculeGIN  # noqa: E402
-from integrations.graph.node_eval import logreg_f1, node_classification, random_split  # noqa: E402
+from integrations.graph.node_eval import (  # noqa: E402
+    logreg_f1,
+    node_classification,
+    pygcl_logreg_f1,
+    pygcl_split,
+    random_split,
+)
 from integrations.graph.svm_eval import svm_cv_accuracy  # noqa: E402
 
 
@@ -159,3 +165,27 @@ def test_macro_f1_hand_computed():
     # class 0: P 1/2, R 1/2 -> F1 1/2; class 1: P 2/3, R 1 -> 4/5; class 2: P 1, R 1/2 -> 2/3
     assert res["micro_f1"] == pytest.approx(4 / 6)
     assert res["macro_f1"] == pytest.approx((1 / 2 + 4 / 5 + 2 / 3) / 3)
+
+
+def test_pygcl_split_puts_80_percent_in_validation():
+    """PyGCL's get_split(n, 0.1, 0.8) as it runs: 10% train, 80% 'valid', the remaining 10% 'test'."""
+    train, val, test = pygcl_split(3327, seed=0)
+    assert (len(train), len(val), len(test)) == (332, 2661, 334)
+    assert len(set(train) | set(val) | set(test)) == 3327
+    assert (pygcl_split(3327, seed=0)[0] == train).all() and not (pygcl_split(3327, seed=1)[0] == train).all()
+
+
+def test_pygcl_logreg_reports_test_f1_at_the_best_validation_check():
+    y = np.arange(200) % 4
+    x = np.eye(4)[y] * 3 + 0.01 * np.random.RandomState(0).randn(200, 4)
+    train, val, test = pygcl_split(200, seed=0)
+    res = pygcl_logreg_f1(x, y, train, val, test, epochs=200)
+    assert res["micro_f1"] == 1.0 and res["macro_f1"] == 1.0 and res["val_micro_f1"] == 1.0
+    # the first check reaching the best is kept: the check before it was worse, later ties do not replace it
+    first = int(res["epoch"]) + 1
+    assert first % 20 == 0 and first < 200
+    assert pygcl_logreg_f1(x, y, train, val, test, epochs=first) == res
+    assert pygcl_logreg_f1(x, y, train, val, test, epochs=first - 20)["val_micro_f1"] < 1.0
+    # labels the classifier cannot learn: the validation best stays below 1 and the test F1 is that check's
+    noise = pygcl_logreg_f1(np.random.RandomState(1).randn(200, 4), y, train, val, test, epochs=100)
+    assert 0.0 < noise["val_micro_f1"] < 0.6

@@ -14,7 +14,16 @@ import pytest
 import torch
 from sklearn.model_selection import StratifiedKFold
 
-from integrations.senteval.classifier import REGS, ProbeConfig, fit_predict, inner_kfold, kfold_then_test, split
+from integrations.senteval.classifier import (
+    REGS,
+    ProbeConfig,
+    Problem,
+    fit_predict,
+    fit_problems,
+    inner_kfold,
+    kfold_then_test,
+    split,
+)
 from integrations.senteval.embedding_cache import encode_in_batches
 from integrations.senteval.transfer import senteval_order
 
@@ -140,6 +149,26 @@ def test_one_probe_trains_as_sentevals(mode: str) -> None:
         accs, preds = fit_predict(x[:240], y[:240], x[240:], y[240:], [probe_points], [reg], 3, cfg)
         assert accs[0] == best
         assert (preds[0][0] == ref.predict(probe_points)).all()
+
+
+@pytest.mark.parametrize("mode", ["fasttest", "test"])
+def test_stacked_problems_train_as_each_alone(mode: str) -> None:
+    """Two problems stacked, of different sizes (the second has one more, one-row minibatch per pass, a step the
+    first skips) and different L2 values: each probe equals SentEval's trained alone, to every prediction."""
+    cfg = ProbeConfig.for_mode(mode)
+    x, y = _data(900, 3, 7)
+    size = cfg.batch_size
+    probe_rows = np.arange(500, 900)
+    problems = [
+        Problem(np.arange(0, 2 * size), np.arange(400, 500), [1e-5, 1e-3], [probe_rows]),
+        Problem(np.arange(100, 101 + 2 * size), np.arange(420, 470), [1e-2, 1e-4], [probe_rows]),
+    ]
+    for problem, fitted in zip(problems, fit_problems(x, y, problems, 3, cfg)):
+        for r, reg in enumerate(problem.regs):
+            ref = SentEvalProbe(6, 3, reg, cfg)
+            best = ref.fit(x[problem.train], y[problem.train], validation_data=(x[problem.valid], y[problem.valid]))
+            assert fitted.valid_acc[r] == best
+            assert (fitted.predictions[r][0] == ref.predict(x[probe_rows])).all()
 
 
 @pytest.mark.parametrize("mode", ["fasttest", "test"])
