@@ -1,6 +1,6 @@
 """The main job: unsupervised SimCSE with MACL from all-MiniLM-L6-v2, SimCSE's STS + transfer table before and after.
 
-    accelerate launch examples/simcse_macl.py                 # offline default, ~15 min on 2 CPU cores
+    accelerate launch examples/simcse_macl.py                 # offline default, ~12 min on 2 CPU cores
     accelerate launch examples/simcse_macl.py --loss dystress  # any strategy, at its SimCSE preset
     accelerate launch examples/simcse_macl.py --paper          # bert-base-uncased, wiki1m, batch 64, 1 epoch
 

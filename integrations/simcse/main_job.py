@@ -1,6 +1,6 @@
 """The main job (``examples/simcse_macl.py``): unsupervised SimCSE with MACL, evaluated before and after.
 
-    accelerate launch examples/simcse_macl.py                 # offline default, ~15 min on 2 CPU cores
+    accelerate launch examples/simcse_macl.py                 # offline default, ~12 min on 2 CPU cores
     accelerate launch examples/simcse_macl.py --loss dystress --loss_arg tau_min=0.04 --loss_arg tau_max=0.05
     accelerate launch examples/simcse_macl.py --paper          # bert-base-uncased, wiki1m, batch 64, 1 epoch
 
@@ -9,7 +9,8 @@ mean pooling, its native one), the wiki sentences of the data pack
 (``$CL_PLUGINS_DATA/sentence/simcse/wiki1m_for_simcse*.txt``), MACL with the paper's SimCSE
 setting (tau0 0.05, alpha 2, A0 0.8, no reweighting), a short training run with STS-B dev model
 selection, and SimCSE's evaluation (STS12-16 "all", STS-B / SICK-R test Spearman, transfer
-accuracies) of the starting model and of the selected one.
+accuracies of ``fasttest`` probes on the full training sets) of the starting model and of the selected one.
+Embeddings are cached by model fingerprint, so a second run does not encode the unchanged starting model again.
 
 ``--paper``: SimCSE's unsupervised BERT recipe (bert-base-uncased, the full wiki1m, batch 64,
 lr 3e-5, one epoch, max length 32, [CLS] with MLP in training only, evaluation every 125 steps,
