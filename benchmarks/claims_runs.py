@@ -12,6 +12,13 @@ Experiments:
 * ``graphcl-tu``: GraphCL unsupervised TU (GIN 3×32, 20 epochs, batch 128, lr 0.01, ``random4``, decoupled),
   10-fold SVM accuracy: ``infonce`` at τ 0.2, ``macl`` at MACL's GraphCL setting (τ0 0.2, α 0.5, A0 0) and
   ``dystress`` at its host mapping of τ 0.2.
+* ``dcrec-ml100k``: DCRec on MovieLens-100K to convergence (validation early stopping, patience 20, the recipe's
+  300-epoch cap), ``infonce`` at ``cl_temp`` 0.8 against ``temperature_free``, ``macl``, ``dystress``; HR@10 and
+  NDCG@10 of both ranking protocols (full ranking, 100 popularity-sampled negatives).
+* ``vision-lt``: SimCLR on long-tailed CIFAR-10 (ρ = 100, from 500 images per class: 1,237 images) and on the
+  balanced 500-per-class subset, CPU-sized: ResNet-18 of width 16, 100 epochs, batch 128, SGD 0.06; kNN (k 200)
+  and linear-probe top-1 on the full test set: ``infonce`` at τ 0.1 against ``macl``, ``dystress``,
+  ``cosine_schedule``, ``temperature_free``.
 
 Rows go to ``--json`` (default ``docs/results/claims_runs.json``); ``benchmarks/claims.py`` turns them into
 the claims table and the strategy × modality matrix.
@@ -38,8 +45,13 @@ from integrations.common import atomic  # noqa: E402
 SETTINGS: dict[str, list[tuple[str, dict[str, Any]]]] = {
     "grace-pygcl": [("infonce", {"tau": t}) for t in (0.1, 0.25, 0.5, 1.0)] + [("temperature_free", {})],
     "graphcl-tu": [("infonce", {}), ("macl", {"tau0": 0.2, "alpha": 0.5, "a0": 0.0}), ("dystress", {})],
+    "dcrec-ml100k": [(s, {}) for s in ("infonce", "temperature_free", "macl", "dystress")],
+    "vision-lt": [(s, {}) for s in ("infonce", "macl", "dystress", "cosine_schedule", "temperature_free")],
 }
-DATASETS = {"grace-pygcl": ["CiteSeer", "Cora"], "graphcl-tu": ["MUTAG", "PROTEINS", "NCI1", "IMDB-BINARY"]}
+DATASETS = {"grace-pygcl": ["CiteSeer", "Cora"], "graphcl-tu": ["MUTAG", "PROTEINS", "NCI1", "IMDB-BINARY"],
+            "dcrec-ml100k": ["ml-100k"], "vision-lt": ["cifar10_lt", "cifar10"]}  # fmt: skip
+#: the CPU-sized vision setting (stated in the claims table)
+VISION = dict(subset_per_class=500, width=16, epochs=100, batch_size=128, lr=0.06, eval_every=0, linear_epochs=100)
 
 
 def grace_pygcl(dataset: str, strategy: str, params: dict[str, Any], seed: int, workdir: Path) -> dict[str, Any]:
@@ -64,7 +76,31 @@ def graphcl_tu(dataset: str, strategy: str, params: dict[str, Any], seed: int, w
     return {"accuracy": 100 * run["accuracy"], "epochs": cfg.epochs}
 
 
-EXPERIMENTS: dict[str, Callable[..., dict[str, Any]]] = {"grace-pygcl": grace_pygcl, "graphcl-tu": graphcl_tu}
+def dcrec_ml100k(dataset: str, strategy: str, params: dict[str, Any], seed: int, workdir: Path) -> dict[str, Any]:
+    from integrations.dcrec import train as dcrec
+
+    cfg = dcrec.DCRecConfig(dataset=dataset, loss=strategy, loss_args=params, seeds=[seed], output_dir=str(workdir),
+                            log_with="none", progress=False)  # fmt: skip
+    (run,) = dcrec.run(cfg)["runs"]
+    metrics = {f"{protocol}/{k}": 100 * v for protocol, m in run["test"].items() for k, v in m.items()}
+    return {**metrics, "best_epoch": run["best_epoch"], "epochs_run": run["epochs_run"]}
+
+
+def vision_lt(dataset: str, strategy: str, params: dict[str, Any], seed: int, workdir: Path) -> dict[str, Any]:
+    from integrations.vision import train as vision
+
+    cfg = vision.VisionConfig(dataset=dataset, loss=strategy, loss_args=params, seed=seed, output_dir=str(workdir),
+                              log_with="none", progress=False, checkpoint_every=10, **VISION)  # fmt: skip
+    result = vision.run(cfg)
+    return {"knn_top1": 100 * result["knn_top1"], "linear_top1": 100 * result["linear_top1"], **VISION}
+
+
+EXPERIMENTS: dict[str, Callable[..., dict[str, Any]]] = {
+    "grace-pygcl": grace_pygcl,
+    "graphcl-tu": graphcl_tu,
+    "dcrec-ml100k": dcrec_ml100k,
+    "vision-lt": vision_lt,
+}
 
 
 def row_key(row: dict[str, Any]) -> tuple:

@@ -42,11 +42,9 @@ def merge(
 
 
 def paired_difference(a: list[float], b: list[float]) -> str:
-    """``a - b`` over matched runs (same seeds / splits): mean ± std of the differences, n, and the wins of a."""
-    import numpy as np
+    """``a - b`` over matched runs (same seeds / splits): mean with its 95% t interval, n, the wins of a and the
+    mark (see :mod:`benchmarks.paired_stats`)."""
+    from benchmarks.paired_stats import paired
 
-    if len(a) != len(b) or not a:
-        raise ValueError(f"paired runs must match one to one, got {len(a)} and {len(b)}")
-    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
-    sd = float(d.std(ddof=1)) if len(d) > 1 else float("nan")
-    return f"{d.mean():+.2f} ± {sd:.2f} (n {len(d)}, {int((d > 0).sum())} wins)"
+    d = paired(a, b)
+    return f"{d.text()}, {d.wins} wins: {d.mark()}"

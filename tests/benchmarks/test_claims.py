@@ -1,0 +1,53 @@
+"""The claims table's verdicts and rows, on synthetic result rows whose answers are computed by hand."""
+
+from __future__ import annotations
+
+from benchmarks import claims
+from benchmarks.paired_stats import Interval
+
+
+def test_gain_verdicts() -> None:
+    def v(low: float, high: float, claimed: float = 2.0) -> str:
+        return claims.gain_verdict(Interval((low + high) / 2, low, high, 5), claimed)
+
+    assert v(0.5, 3.0) == "reproduced"
+    assert v(0.5, 1.5) == "reproduced (gain smaller than claimed)"
+    assert v(-1.0, 1.0) == "not reproduced"
+    assert v(-3.0, -1.0) == "not reproduced (worse)"
+    assert v(-1.0, 3.0).startswith("inconclusive")
+    assert claims.level_verdict(Interval(67.0, 66.5, 67.5, 20), 67.33) == "reproduced"
+    assert claims.level_verdict(Interval(70.0, 69.5, 70.5, 20), 67.33) == "not reproduced (ours above)"
+
+
+def _grace(strategy: str, params: dict, seed: int, micro: float) -> dict:
+    return {"experiment": "grace-pygcl", "dataset": "CiteSeer", "strategy": strategy, "params": params, "seed": seed,
+            "micro_f1": micro, "macro_f1": micro - 5, "seconds": 10.0}  # fmt: skip
+
+
+def test_grace_rows_pair_by_seed() -> None:
+    runs = [_grace("temperature_free", {}, s, m) for s, m in ((0, 68.0), (1, 66.0), (2, 67.0))]
+    runs += [_grace("infonce", {"tau": 0.5}, s, m) for s, m in ((0, 67.0), (1, 65.0), (2, 66.0))]
+    rows = {r.claim: r for r in claims.grace_rows(runs)}
+    free, diff = rows["temperature-free: 67.95"], rows["free − τ 0.5: +0.62"]
+    # free: mean 67, sd 1, t(0.975, 2) 4.302653 / sqrt(3) = 2.484: [64.52, 69.48] holds 67.95
+    assert free.number == "67.00 [64.52, 69.48] (n 3)" and free.verdict == "reproduced"
+    assert "runs incomplete: 3 of 20 seeds" in free.ours
+    # paired differences are 1, 1, 1: the interval is [1, 1], above 0
+    assert diff.number == "+1.00 [+1.00, +1.00] (n 3)" and diff.verdict == "reproduced"
+    assert rows["τ 0.1: 58.94"].verdict == "pending"
+
+
+def test_every_claim_has_a_verdict_and_the_matrix_marks_cells() -> None:
+    table = claims.claims_table([])
+    body = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| paper")]
+    assert len(body) == 5 + 4 + len(claims.NOT_RUNNABLE)
+    assert all(line.rstrip(" |").split(" | ")[-1] for line in body)
+    runs = [{"experiment": "graphcl-tu", "dataset": "MUTAG", "strategy": s, "params": p, "seed": seed,
+             "accuracy": acc, "seconds": sec}
+            for s, p, sec, accs in (("infonce", {}, 2.0, [80.0, 82.0, 81.0]),
+                                    ("macl", claims.MACL_GRAPHCL, 3.0, [82.0, 84.0, 83.0]))
+            for seed, acc in enumerate(accs)]  # fmt: skip
+    cell = claims.tu_column(runs, "MUTAG")
+    assert cell["macl"][0] == {0: 82.0, 1: 84.0, 2: 83.0} and cell["macl"][1] == 3.0
+    text = claims.matrix(runs)
+    assert "+2.00 [+2.00, +2.00] (n 3) better; cost ×1.50" in text
