@@ -51,3 +51,19 @@ def test_every_claim_has_a_verdict_and_the_matrix_marks_cells() -> None:
     assert cell["macl"][0] == {0: 82.0, 1: 84.0, 2: 83.0} and cell["macl"][1] == 3.0
     text = claims.matrix(runs)
     assert "+2.00 [+2.00, +2.00] (n 3) better; cost ×1.50" in text
+
+
+def test_runner_plans_seed_major_and_keys_rows_by_setting() -> None:
+    from benchmarks import claims_runs
+
+    assert claims_runs.seeds_arg("0-3") == [0, 1, 2, 3] and claims_runs.seeds_arg("7") == [7]
+    plan = list(claims_runs.planned("grace-pygcl", ["CiteSeer"], [0, 1], None))
+    # every setting's seed 0 before any seed 1: a stopped run leaves paired, balanced seeds
+    assert [p["seed"] for p in plan] == [0] * 5 + [1] * 5
+    assert [p["params"] for p in plan[:5]] == [{"tau": 0.1}, {"tau": 0.25}, {"tau": 0.5}, {"tau": 1.0}, {}]
+    a, b = plan[0], plan[1]
+    assert claims_runs.row_key(a) != claims_runs.row_key(b)  # τ is part of the key
+    assert claims_runs.row_key({**a, "micro_f1": 1.0}) == claims_runs.row_key(a)  # scores are not
+    only = list(claims_runs.planned("graphcl-tu", ["MUTAG"], [0], ["macl"]))
+    assert only == [{"experiment": "graphcl-tu", "dataset": "MUTAG", "strategy": "macl", "params": claims.MACL_GRAPHCL,
+                     "seed": 0}]  # fmt: skip
