@@ -47,6 +47,8 @@ class Interval:
     def text(self, digits: int = 2) -> str:
         if self.n < 2:
             return f"{self.mean:+.{digits}f} (n {self.n})"
+        if 0 < min(abs(self.low), abs(self.high)) < 0.5 * 10**-digits:
+            digits += 2  # a bound that would print as ±0.00 decides the mark: show it
         return f"{self.mean:+.{digits}f} [{self.low:+.{digits}f}, {self.high:+.{digits}f}] (n {self.n})"
 
 

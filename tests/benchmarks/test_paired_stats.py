@@ -46,3 +46,10 @@ def test_bad_input_is_refused() -> None:
         mean_interval([1.0, float("nan")])
     with pytest.raises(ValueError, match="method"):
         mean_interval([1.0, 2.0], method="z")
+
+
+def test_a_bound_that_rounds_to_zero_is_printed_with_more_digits() -> None:
+    from benchmarks.paired_stats import Interval
+
+    assert Interval(0.8, 0.0001, 1.5999, 5).text() == "+0.8000 [+0.0001, +1.5999] (n 5)"
+    assert Interval(0.8, 0.25, 1.5, 5).text() == "+0.80 [+0.25, +1.50] (n 5)"
