@@ -78,6 +78,8 @@ def level_verdict(level: Interval, claimed: float) -> str:
 
 
 def level_text(level: Interval) -> str:
+    if level.n < 2:
+        return f"{level.mean:.2f} (n {level.n})"
     return f"{level.mean:.2f} [{level.low:.2f}, {level.high:.2f}] (n {level.n})"
 
 
