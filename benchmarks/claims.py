@@ -8,7 +8,7 @@ verdict. A claimed gain Δ of a strategy over its baseline is judged on the pair
 
 * **reproduced**: the interval lies above 0 (a gain, in the claimed direction);
 * **not reproduced**: the interval lies below the claimed Δ (the claimed gain is excluded);
-* **inconclusive**: the interval holds both 0 and Δ (too few seeds for a gain this small);
+* **inconclusive**: the interval holds both 0 and Δ (too few seeds for a gain this small), or fewer than 5 seeds;
 * **not runnable here**: what is missing (weights, data, compute) is stated.
 
 A claimed level (a baseline's or a strategy's own number) is "reproduced" when the paper's number lies in our
@@ -59,9 +59,13 @@ def scores(runs: list[dict], experiment: str, dataset: str, strategy: str, metri
     return out
 
 
+#: fewer seeds than this give no verdict (with 2-4 the t interval is too wide to mean anything)
+MIN_SEEDS = 5
+
+
 def gain_verdict(diff: Interval, claimed: float) -> str:
-    if diff.n < 2:
-        return "inconclusive (fewer than 2 paired seeds)"
+    if diff.n < MIN_SEEDS:
+        return f"inconclusive ({diff.n} paired seeds, fewer than {MIN_SEEDS})"
     if diff.low > 0:
         return "reproduced" + (" (gain smaller than claimed)" if diff.high < claimed else "")
     if diff.high < claimed:
@@ -70,8 +74,8 @@ def gain_verdict(diff: Interval, claimed: float) -> str:
 
 
 def level_verdict(level: Interval, claimed: float) -> str:
-    if level.n < 2:
-        return "inconclusive (fewer than 2 seeds)"
+    if level.n < MIN_SEEDS:
+        return f"inconclusive ({level.n} seeds, fewer than {MIN_SEEDS})"
     if level.contains(claimed):
         return "reproduced"
     return f"not reproduced (ours {'above' if level.low > claimed else 'below'})"

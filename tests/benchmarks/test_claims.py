@@ -25,16 +25,19 @@ def _grace(strategy: str, params: dict, seed: int, micro: float) -> dict:
 
 
 def test_grace_rows_pair_by_seed() -> None:
-    runs = [_grace("temperature_free", {}, s, m) for s, m in ((0, 68.0), (1, 66.0), (2, 67.0))]
-    runs += [_grace("infonce", {"tau": 0.5}, s, m) for s, m in ((0, 67.0), (1, 65.0), (2, 66.0))]
+    free_scores = (68.0, 66.0, 67.0, 68.0, 66.0)
+    runs = [_grace("temperature_free", {}, s, m) for s, m in enumerate(free_scores)]
+    runs += [_grace("infonce", {"tau": 0.5}, s, m - 1) for s, m in enumerate(free_scores)]
     rows = {r.claim: r for r in claims.grace_rows(runs)}
     free, diff = rows["temperature-free: 67.95"], rows["free − τ 0.5: +0.62"]
-    # free: mean 67, sd 1, t(0.975, 2) 4.302653 / sqrt(3) = 2.484: [64.52, 69.48] holds 67.95
-    assert free.number == "67.00 [64.52, 69.48] (n 3)" and free.verdict == "reproduced"
-    assert "runs incomplete: 3 of 20 seeds" in free.ours
-    # paired differences are 1, 1, 1: the interval is [1, 1], above 0
-    assert diff.number == "+1.00 [+1.00, +1.00] (n 3)" and diff.verdict == "reproduced"
+    # free: mean 67, sd 1, t(0.975, 4) 2.776445 / sqrt(5) = 1.242: [65.76, 68.24] holds 67.95
+    assert free.number == "67.00 [65.76, 68.24] (n 5)" and free.verdict == "reproduced"
+    assert "runs incomplete: 5 of 20 seeds" in free.ours
+    # paired differences are all 1: the interval is [1, 1], above 0
+    assert diff.number == "+1.00 [+1.00, +1.00] (n 5)" and diff.verdict == "reproduced"
     assert rows["τ 0.1: 58.94"].verdict == "pending"
+    few = {r.claim: r for r in claims.grace_rows(runs[:2] + runs[5:7])}
+    assert few["temperature-free: 67.95"].verdict == "inconclusive (2 seeds, fewer than 5)"
 
 
 def test_every_claim_has_a_verdict_and_the_matrix_marks_cells() -> None:
