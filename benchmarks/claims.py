@@ -47,16 +47,17 @@ def load_runs(path: Path = RESULTS / "claims_runs.json") -> list[dict[str, Any]]
     return json.loads(path.read_text())["rows"] if path.exists() else []
 
 
+def select(runs: list[dict], experiment: str, dataset: str, strategy: str | None = None,
+           params: dict | None = None) -> list[dict]:  # fmt: skip
+    """The rows of one experiment and dataset (and strategy, and parameters, when given)."""
+    return [r for r in runs if (r["experiment"], r["dataset"]) == (experiment, dataset)
+            and strategy in (None, r["strategy"]) and params in (None, r["params"])]  # fmt: skip
+
+
 def scores(runs: list[dict], experiment: str, dataset: str, strategy: str, metric: str,
            params: dict | None = None) -> dict[int, float]:  # fmt: skip
     """``{seed: metric}`` of one setting."""
-    out = {}
-    for r in runs:
-        if (r["experiment"], r["dataset"], r["strategy"]) == (experiment, dataset, strategy) and (
-            params is None or r["params"] == params
-        ):
-            out[r["seed"]] = r[metric]
-    return out
+    return {r["seed"]: r[metric] for r in select(runs, experiment, dataset, strategy, params)}
 
 
 #: fewer seeds than this give no verdict (with 2-4 the t interval is too wide to mean anything)
@@ -215,8 +216,8 @@ def _graph_json_tu(dataset: str) -> dict[str, tuple[dict[int, float], float]]:
 def column(runs: list[dict], experiment: str, dataset: str, metric: str) -> dict[str, tuple[dict[int, float], float]]:
     """{strategy: ({seed: metric}, seconds per run)} of one experiment and dataset (one setting per strategy)."""
     out = {}
-    for strategy in {r["strategy"] for r in runs if (r["experiment"], r["dataset"]) == (experiment, dataset)}:
-        mine = [r for r in runs if (r["experiment"], r["dataset"], r["strategy"]) == (experiment, dataset, strategy)]
+    for strategy in {r["strategy"] for r in select(runs, experiment, dataset)}:
+        mine = select(runs, experiment, dataset, strategy)
         out[strategy] = ({r["seed"]: r[metric] for r in mine}, _median(r["seconds"] for r in mine))
     return out
 
@@ -230,8 +231,7 @@ def grace_column(runs: list[dict], dataset: str) -> dict[str, tuple[dict[int, fl
     """temperature_free against the best fixed τ of the sweep (by mean), F1-micro, PyGCL recipe."""
     out = {}
     for tau in GRACE_TAUS:
-        mine = [r for r in runs if (r["experiment"], r["dataset"], r["strategy"]) == ("grace-pygcl", dataset, "infonce")
-                and r["params"] == {"tau": tau}]  # fmt: skip
+        mine = select(runs, "grace-pygcl", dataset, "infonce", {"tau": tau})
         if mine and ("infonce" not in out or _mean(r["micro_f1"] for r in mine) > _mean(out["infonce"][0].values())):
             out["infonce"] = ({r["seed"]: r["micro_f1"] for r in mine}, _median(r["seconds"] for r in mine))
     free = column(runs, "grace-pygcl", dataset, "micro_f1").get("temperature_free")

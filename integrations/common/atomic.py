@@ -19,7 +19,7 @@ import shutil
 import signal
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,12 +44,17 @@ def _temporary(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.tmp")
 
 
-def write_text(path: Path, text: str) -> None:
-    """``path.write_text(text)``, atomically."""
+def write_with(path: Path, write: Callable[[Path], Any]) -> None:
+    """``write(tmp)`` into a temporary sibling of ``path``, then rename it to ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _temporary(path)
-    tmp.write_text(text, encoding="utf-8")
+    write(tmp)
     os.replace(tmp, path)
+
+
+def write_text(path: Path, text: str) -> None:
+    """``path.write_text(text)``, atomically."""
+    write_with(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -60,10 +65,7 @@ def torch_save(obj: Any, path: Path) -> None:
     """``torch.save(obj, path)``, atomically."""
     import torch
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _temporary(path)
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+    write_with(path, lambda tmp: torch.save(obj, tmp))
 
 
 def staging(folder: Path, per_process: bool = False) -> Path:

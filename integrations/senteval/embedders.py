@@ -42,7 +42,7 @@ class Embedder:
         self.encoder, self.batching, self.seconds = encoder, batching, 0.0
         self.fingerprint: str | None = getattr(encoder, "fingerprint", None) if cache else None
         self.root = cache if isinstance(cache, Path) else None
-        self.lists = ListCache(self.fingerprint, self.root) if self.fingerprint else None
+        self.lists = ListCache(self.fingerprint, self.root) if self.fingerprint and batching == "senteval" else None
         self.table = SentenceTable(self.fingerprint, self.root) if batching == "distinct" else None
 
     def transfer(self, sentences: Sequence[str]) -> np.ndarray:

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from integrations.common import atomic
 from integrations.common.paths import cache_root
 
 #: bump when the way embeddings are computed changes (pooling, batching), to retire old entries
@@ -67,11 +68,11 @@ def model_fingerprint(model: torch.nn.Module, tokenizer: Any, **settings: Any) -
 
 
 def _save_npz(path: Path, **arrays: np.ndarray) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        np.savez(f, **arrays)
-    os.replace(tmp, path)
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as f:  # a file object: np.savez would append ".npz" to the temporary name
+            np.savez(f, **arrays)
+
+    atomic.write_with(path, write)
     os.utime(path.parent)  # the folder's mtime is its last use (see prune)
 
 

@@ -38,13 +38,13 @@ class StackedOptimizer:
 
     def step(self, grads: list[torch.Tensor], groups: list[int] | None = None) -> None:
         """One optimizer step of the rows ``groups`` (default: all) with gradients ``grads`` (data term only)."""
-        rows = range(len(self.steps)) if groups is None else groups
+        rows = list(range(len(self.steps))) if groups is None else groups
         for g in rows:
             self.steps[g] += 1
-        if groups is None or len(groups) == len(self.steps):
-            self._update(slice(None), grads, self.steps[0] if len(set(self.steps)) == 1 else None)
-        else:  # rare: a group has no minibatch left in this pass
-            for g in groups:
+        if len(rows) == len(self.steps) and len(set(self.steps)) == 1:
+            self._update(slice(None), grads, self.steps[0])
+        else:  # rare: a group has no minibatch left in this pass, or step counts differ: one row at a time
+            for g in rows:
                 self._update(slice(g, g + 1), grads, self.steps[g])
 
     def select(self, keep: list[int]) -> None:
@@ -55,11 +55,7 @@ class StackedOptimizer:
         self.state = [[s[index] for s in moments] for moments in self.state]
         self.steps = [self.steps[g] for g in keep]
 
-    def _update(self, rows: slice, grads: list[torch.Tensor], step: int | None) -> None:
-        if step is None:  # step counts differ between rows: one row at a time
-            for g in range(len(self.steps))[rows]:
-                self._update(slice(g, g + 1), grads, self.steps[g])
-            return
+    def _update(self, rows: slice, grads: list[torch.Tensor], step: int) -> None:
         for param, decay, grad, moments in zip(self.params, self.decay, grads, self.state, strict=True):
             p, d = param[rows], decay[rows]
             g = grad[rows] + d * p  # weight_decay: grad.add(param, alpha=weight_decay)

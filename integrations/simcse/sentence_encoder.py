@@ -50,10 +50,10 @@ class SentenceEncoder:
         batch composition an embedding can differ in its last bits (the matrix kernels depend on the batch shape),
         the order of SentEval's own padding noise."""
         sentences = list(sentences)
-        truncate = self.max_length is not None
-        tokens = self.tokenizer(sentences, truncation=truncate, max_length=self.max_length)["input_ids"]
+        # tokenised once: within a batch of equal token count the ids stack without padding
+        tokens = self.tokenizer(sentences, truncation=self.max_length is not None, max_length=self.max_length)
         by_length: dict[int, list[int]] = defaultdict(list)
-        for i, ids in enumerate(tokens):
+        for i, ids in enumerate(tokens["input_ids"]):
             by_length[len(ids)].append(i)
         out = np.zeros((len(sentences), self.model.encoder.config.hidden_size), dtype=np.float32)
         device = next(self.model.parameters()).device
@@ -65,8 +65,7 @@ class SentenceEncoder:
                 step = max(1, UNPADDED_TOKENS // length)
                 for start in range(0, len(rows), step):
                     chunk = rows[start : start + step]
-                    batch = self.tokenizer([sentences[i] for i in chunk], padding=True, truncation=truncate,
-                                           max_length=self.max_length, return_tensors="pt").to(device)  # fmt: skip
+                    batch = {k: torch.tensor([v[i] for i in chunk], device=device) for k, v in tokens.items()}
                     emb = self.model.embed(batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids"))
                     out[chunk] = emb.float().cpu().numpy()
         self.model.train(was_training)
