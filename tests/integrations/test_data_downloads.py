@@ -173,21 +173,27 @@ def test_server_errors(server: Server, online: Path) -> None:
     assert sum(p == "missing.bin" for p, _ in server.requests) == 1  # a 4xx is not retried
 
 
+def tar_of(members: dict[str, bytes], mode: str) -> bytes:
+    """A tar archive (``mode`` "w" or "w:gz") holding ``members`` (name -> bytes)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode=mode) as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
 def tiny_dataset(server: Server) -> Dataset:
     """A file, a range-limited head and a tar whose payload sits two folders deep."""
     lines = b"".join(f"sentence {i}\n".encode() for i in range(1000))
     head = lines[: len(b"".join(f"sentence {i}\n".encode() for i in range(10)))]
-    tar_bytes = io.BytesIO()
-    with tarfile.open(fileobj=tar_bytes, mode="w:gz") as tar:
-        for name, data in (("pkg/inner/A.txt", b"a\n"), ("pkg/inner/sub/B.txt", b"b\n")):
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
+    archive = tar_of({"pkg/inner/A.txt": b"a\n", "pkg/inner/sub/B.txt": b"b\n"}, "w:gz")
     files = {"t/one.txt": Expected(size=3, sha256=sha(b"one")), "t/head.txt": Expected(len(head), sha(head)),
              "t/arch/A.txt": Expected(sha256=sha(b"a\n")), "t/arch/sub/B.txt": Expected(sha256=sha(b"b\n"))}
     sources = (Source(server.put("one.txt", b"one"), "t/one.txt", expect=files["t/one.txt"]),
                Source(server.put("lines.txt", lines), "t/head.txt", "head", expect=files["t/head.txt"]),
-               Source(server.put("arch.tar.gz", tar_bytes.getvalue()), "t/arch", "archive", anchor="sub/B.txt"))
+               Source(server.put("arch.tar.gz", archive), "t/arch", "archive", anchor="sub/B.txt"))
     return Dataset("tiny", "fixture", files, sources, "test", "made in the test")
 
 
@@ -305,14 +311,9 @@ def test_a_tu_zip_downloads_and_loads(server: Server, online: Path, data_root: P
 def test_a_wrong_archive_member_is_refused_before_anything_is_placed(
     server: Server, online: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for name, data in (("pkg/A.txt", b"a\n"), ("pkg/B.txt", b"not b\n")):
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
     files = {"t/A.txt": Expected(sha256=sha(b"a\n")), "t/B.txt": Expected(sha256=sha(b"b\n"))}
-    source = Source(server.put("arch.tar", buffer.getvalue()), "t", "archive", anchor="A.txt")
+    archive = tar_of({"pkg/A.txt": b"a\n", "pkg/B.txt": b"not b\n"}, "w")
+    source = Source(server.put("arch.tar", archive), "t", "archive", anchor="A.txt")
     dataset = Dataset("tiny", "fixture", files, (source,), "test", "made in the test")
     monkeypatch.setattr(data_registry, "registry", lambda: {"tiny": dataset})
     wrong, right = sha(b"not b\n"), sha(b"b\n")
