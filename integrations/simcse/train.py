@@ -78,13 +78,16 @@ class TrainState:
 
     def __init__(self) -> None:
         self.step, self.epoch, self.step_in_epoch, self.best = 0, 0, 0, -math.inf
+        self.dev_curve: list[tuple[int, float]] = []  # (step, STS-B dev Spearman) of every evaluation
 
     def state_dict(self) -> dict[str, Any]:
-        return dict(step=self.step, epoch=self.epoch, step_in_epoch=self.step_in_epoch, best=self.best)
+        return dict(step=self.step, epoch=self.epoch, step_in_epoch=self.step_in_epoch, best=self.best,
+                    dev_curve=[list(point) for point in self.dev_curve])  # fmt: skip
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.step, self.epoch = state["step"], state["epoch"]
         self.step_in_epoch, self.best = state["step_in_epoch"], state["best"]
+        self.dev_curve = [tuple(point) for point in state.get("dev_curve", [])]  # absent before it was kept
 
 
 def alignment_uniformity(z1: torch.Tensor, z2: torch.Tensor) -> tuple[float, float]:
@@ -279,6 +282,7 @@ def train(
         steps=state.step,
         strategy=unwrapped.loss_fn.hyperparameters(),  # what trained: preset, --temp and --loss_arg applied
         best_stsb_dev=state.best,
+        dev_curve=state.dev_curve,
         final=str(out / "final"),
         best=str(out / "best") if config.eval_steps else None,
     )
@@ -291,6 +295,7 @@ def _evaluate_and_keep_best(
     if accelerator.is_main_process:
         score = dev_score(model, tokenizer)
         accelerator.log({"eval/stsb_dev_spearman": score}, step=state.step)
+        state.dev_curve.append((state.step, score))
         if score > state.best:
             state.best = score
             with atomic.folder(out / "best") as tmp:  # the previous best stays until this one is complete

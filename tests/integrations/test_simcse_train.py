@@ -121,6 +121,8 @@ def test_stsb_dev_selection_keeps_the_best_model(tiny, tmp_path, data_root):
     summary = train(_config(tiny, tmp_path, max_steps=2, eval_steps=1))
     assert (tmp_path / "best" / "model.safetensors").exists()
     assert -100 <= summary["best_stsb_dev"] <= 100
+    assert [step for step, _ in summary["dev_curve"]] == [1, 2]
+    assert summary["best_stsb_dev"] == max(score for _, score in summary["dev_curve"])
 
 
 def test_cli_help_explains_every_flag(capsys):
