@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from benchmarks import claims
 from benchmarks.paired_stats import Interval
 
@@ -70,3 +72,14 @@ def test_runner_plans_seed_major_and_keys_rows_by_setting() -> None:
     only = list(claims_runs.planned("graphcl-tu", ["MUTAG"], [0], ["macl"]))
     assert only == [{"experiment": "graphcl-tu", "dataset": "MUTAG", "strategy": "macl", "params": claims.MACL_GRAPHCL,
                      "seed": 0}]  # fmt: skip
+
+
+def test_the_simcse_note_states_the_feasibility_run(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(claims, "RESULTS", tmp_path)
+    assert "not been tried" in claims.simcse_note()
+    run = {"levels": {"reinit_before": 55.0, "bag_of_embeddings": 62.5, "minilm": 86.7}, "best": 61.25,
+           "verdict": "not runnable here: ...", "lr": 1e-4, "steps": 800, "seconds_per_step": 1.5}  # fmt: skip
+    (tmp_path / "simcse_reinit.json").write_text(json.dumps(run))
+    note = claims.simcse_note()
+    assert "55.00 before training and 61.25 at best, against 62.50" in note and "86.70" in note
+    assert note.endswith("not runnable here: ....")
