@@ -38,6 +38,10 @@ def test_grace_rows_pair_by_seed() -> None:
     # paired differences are all 1: the interval is [1, 1], above 0
     assert diff.number == "+1.00 [+1.00, +1.00] (n 5)" and diff.verdict == "reproduced"
     assert rows["τ 0.1: 58.94"].verdict == "pending"
+    # F1-macro rows are the same runs' macro scores (micro − 5) against the paper's macro numbers
+    macro = rows["temperature-free: 60.56"]
+    assert macro.number == "62.00 [60.76, 63.24] (n 5)" and macro.verdict == "not reproduced (ours above)"
+    assert "F1-macro" in macro.setting and rows["free − τ 0.5: +0.09"].number == "+1.00 [+1.00, +1.00] (n 5)"
     few = {r.claim: r for r in claims.grace_rows(runs[:2] + runs[5:7])}
     assert few["temperature-free: 67.95"].verdict == "inconclusive (2 seeds, fewer than 5)"
 
@@ -45,7 +49,7 @@ def test_grace_rows_pair_by_seed() -> None:
 def test_every_claim_has_a_verdict_and_the_matrix_marks_cells() -> None:
     table = claims.claims_table([])
     body = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| paper")]
-    assert len(body) == 5 + 4 + len(claims.NOT_RUNNABLE)
+    assert len(body) == 2 * 5 + 4 + len(claims.NOT_RUNNABLE)  # GRACE: micro and macro
     assert all(line.rstrip(" |").split(" | ")[-1] for line in body)
     runs = [{"experiment": "graphcl-tu", "dataset": "MUTAG", "strategy": s, "params": p, "seed": seed,
              "accuracy": acc, "seconds": sec}
