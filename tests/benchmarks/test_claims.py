@@ -87,3 +87,16 @@ def test_the_simcse_note_states_the_feasibility_run(tmp_path, monkeypatch) -> No
     note = claims.simcse_note()
     assert "55.00 before training and 61.25 at best, against 62.50" in note and "86.70" in note
     assert note.endswith("not runnable here: ....")
+
+
+def test_the_tau_search_line_compares_free_with_every_tau() -> None:
+    free_scores = (68.0, 66.0, 67.0, 68.0, 66.0)
+    runs = [_grace("temperature_free", {}, s, m) for s, m in enumerate(free_scores)]
+    offsets = {0.1: 9.0, 0.25: 5.0, 0.5: 0.0, 1.0: 0.0}  # τ 0.5 and 1 tie free on two seeds each way
+    for tau, off in offsets.items():
+        jitter = (1.0, -1.0, 0.0, 1.0, -1.0) if off == 0 else (0.0,) * 5
+        runs += [_grace("infonce", {"tau": tau}, s, m - off + j) for s, (m, j) in enumerate(zip(free_scores, jitter))]
+    (line,) = [x for x in claims.tau_search_lines(runs) if x]
+    assert "τ 0.1: +9.00 [+9.00, +9.00] (n 5) better" in line and "τ 0.5: +0.00" in line
+    assert line.endswith("it spares the τ search without beating a tuned τ.")
+    assert claims.tau_search_lines(runs[:4]) == []  # fewer than 5 seeds: no line
