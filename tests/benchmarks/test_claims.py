@@ -100,3 +100,11 @@ def test_the_tau_search_line_compares_free_with_every_tau() -> None:
     assert "τ 0.1: +9.00 [+9.00, +9.00] (n 5) better" in line and "τ 0.5: +0.00" in line
     assert line.endswith("it spares the τ search without beating a tuned τ.")
     assert claims.tau_search_lines(runs[:4]) == []  # fewer than 5 seeds: no line
+
+
+def test_the_pending_note_counts_seeds_per_dataset() -> None:
+    runs = [{"experiment": "vision-lt", "dataset": "cifar10_lt", "strategy": s, "seed": seed}
+            for s in ("infonce", "macl") for seed in (0, 1)]  # fmt: skip
+    note = claims.pending_note(runs)
+    assert "DCRec ML-100K to convergence: seeds run of 5 planned: none" in note
+    assert "CPU-sized: seeds run of 3 planned: cifar10_lt 2 " in note
