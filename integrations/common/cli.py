@@ -32,16 +32,19 @@ def new_parser(description: str | None) -> argparse.ArgumentParser:
     return parser
 
 
-def leave_process_group() -> None:
-    """End a torchrun-launched job's process group cleanly: every rank at a barrier, then destroyed.
+def leave_process_group(opened_for_us: bool = False) -> None:
+    """End a launched job's process group cleanly: every rank at a barrier, then destroyed.
 
     Left to the interpreter's exit, gloo's threads sometimes hang after the work is done (the MABEL two-process
-    test printed its summary and never exited, 1 run in 5 under load) or abort the process. Only for processes
-    torchrun started (``LOCAL_RANK``): a caller that set up the group itself also ends it.
+    test printed its summary and never exited, 1 run in 5 under load) or abort the process ("terminate called
+    without an active exception": a two-process Lightning run, 1 in 15 under load). By default only for processes
+    torchrun started (``LOCAL_RANK``): a caller that set up the group itself also ends it. ``opened_for_us``: the
+    group was opened on the caller's behalf by a framework that leaves it open (a Lightning ``Trainer``, whose
+    rank 0 has no ``LOCAL_RANK``); the objects holding it (DDP's reducer) must already be freed.
     """
     import torch.distributed as dist
 
-    if "LOCAL_RANK" in os.environ and dist.is_available() and dist.is_initialized():
+    if (opened_for_us or "LOCAL_RANK" in os.environ) and dist.is_available() and dist.is_initialized():
         gc.collect()  # DDP reducers and gloo work objects go before the group does
         dist.barrier()
         dist.destroy_process_group()

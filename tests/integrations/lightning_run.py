@@ -1,11 +1,10 @@
 """A tiny Lightning run of ``ContrastiveModule`` (one or several CPU processes); rank 0 saves the final weights.
 
-python tests/integrations/lightning_run.py OUT LOSS DEVICES STEPS
+    python tests/integrations/lightning_run.py OUT LOSS DEVICES STEPS
 """
 
 from __future__ import annotations
 
-import gc
 import sys
 import warnings
 from pathlib import Path
@@ -17,6 +16,7 @@ from lightning.pytorch import Trainer  # noqa: E402
 from torch.utils.data import DataLoader, Dataset  # noqa: E402
 
 import cl_plugins as clp  # noqa: E402
+from integrations.common.cli import leave_process_group  # noqa: E402
 from integrations.lightning_adapter import ContrastiveModule, StrategyCallback  # noqa: E402
 
 GLOBAL_BATCH, D = 8, 6
@@ -53,17 +53,7 @@ def main(out: str, loss: str, devices: int, steps: int) -> None:
     if trainer.is_global_zero:
         torch.save({k: v.detach().cpu() for k, v in module.state_dict().items()}, out)
     del trainer, module, encoder, loss_fn  # DDP's reducer holds the process group: it goes first
-    leave_process_group()
-
-
-def leave_process_group() -> None:
-    """End the group Lightning opened, as PyTorch asks: left to the interpreter's exit, gloo's worker threads
-    sometimes abort the process after the work is done ("terminate called without an active exception", about
-    1 run in 15 on two busy cores)."""
-    gc.collect()
-    if torch.distributed.is_initialized():
-        torch.distributed.barrier()
-        torch.distributed.destroy_process_group()
+    leave_process_group(opened_for_us=True)  # Lightning leaves it open; gloo may abort at exit
 
 
 if __name__ == "__main__":
