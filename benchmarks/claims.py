@@ -291,7 +291,7 @@ def matrix(runs: list[dict]) -> str:
             diff = paired_by_key(mine, base)
             cells.append(f"{diff.text()} {diff.mark()}; cost ×{sec / base_sec:.2f}")
         lines.append(f"| {strategy} | " + " | ".join(cells) + " |")
-    lines += ["", *what_to_use(columns), *tau_search_lines(runs), "", *not_in_matrix(runs)]
+    lines += ["", *what_to_use(columns), *tau_search_lines(runs), *convergence_lines(runs), "", *not_in_matrix(runs)]
     return "\n".join(lines) + "\n"
 
 
@@ -334,6 +334,31 @@ def tau_search_lines(runs: list[dict]) -> list[str]:
                    "tuned τ" if "worse" not in marks and "better" in marks else "see the marks")  # fmt: skip
         lines += ["", f"GRACE {dataset} (PyGCL recipe, F1-micro), `temperature_free` − each τ: {each}. So {summary}."]
     return lines
+
+
+#: the CPU-sized vision setting counts as converged when 200 epochs move kNN top-1 by less than this (points),
+#: a rule fixed before the 200-epoch run
+CONVERGED_WITHIN = 1.0
+
+
+def convergence_lines(runs: list[dict]) -> list[str]:
+    """Does the CPU-sized vision setting converge in its 100 epochs? ``infonce`` at 200 − at 100, paired by seed."""
+    diffs = {}
+    for metric in ("knn_top1", "linear_top1"):
+        longer = scores(runs, "vision-lt-epochs", "cifar10_lt", "infonce", metric, {"epochs": 200})
+        shorter = scores(runs, "vision-lt", "cifar10_lt", "infonce", metric, {})
+        if set(longer) & set(shorter):
+            diffs[metric] = paired_by_key(longer, shorter)
+    if "knn_top1" not in diffs:
+        return []
+    knn = diffs["knn_top1"]
+    verdict = (f"100 epochs converge (rule fixed before the run: 200 epochs move kNN top-1 by less than "
+               f"{CONVERGED_WITHIN:g} point)" if abs(knn.mean) < CONVERGED_WITHIN else
+               f"100 epochs do not converge by the rule fixed before the run (200 epochs move kNN top-1 by "
+               f"{CONVERGED_WITHIN:g} point or more): the vision cells measure an unconverged setting")  # fmt: skip
+    each = "; ".join(f"{m.split('_')[0]} {d.text()}" for m, d in diffs.items())
+    return ["", f"Convergence of the CPU-sized vision setting (long tail, `infonce`): 200 epochs − 100 epochs, "
+            f"top-1: {each}. So {verdict}."]  # fmt: skip
 
 
 def not_in_matrix(runs: list[dict]) -> list[str]:

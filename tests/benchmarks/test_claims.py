@@ -108,3 +108,20 @@ def test_the_pending_note_counts_seeds_per_dataset() -> None:
     note = claims.pending_note(runs)
     assert "DCRec ML-100K to convergence: seeds run of 5 planned: none" in note
     assert "CPU-sized: seeds run of 3 planned: cifar10_lt 2 " in note
+
+
+def _vision(experiment: str, params: dict, seed: int, knn: float, linear: float) -> dict:
+    return {"experiment": experiment, "dataset": "cifar10_lt", "strategy": "infonce", "params": params, "seed": seed,
+            "knn_top1": knn, "linear_top1": linear, "seconds": 10.0}  # fmt: skip
+
+
+def test_the_convergence_line_pairs_200_with_100_epochs() -> None:
+    short = [_vision("vision-lt", {}, s, k, lin) for s, k, lin in ((0, 48.0, 49.0), (1, 48.5, 50.0))]
+    assert claims.convergence_lines(short) == []  # no 200-epoch run yet
+    one = [*short, _vision("vision-lt-epochs", {"epochs": 200}, 0, 48.5, 50.5)]
+    (line,) = [x for x in claims.convergence_lines(one) if x]
+    assert "top-1: knn +0.50 (n 1); linear +1.50 (n 1). So 100 epochs converge" in line
+    # seed 1 adds 2.0 kNN points: mean (0.5 + 2.0) / 2 = 1.25 >= 1, t interval 1.25 ± 12.706 * 0.75
+    two = [*one, _vision("vision-lt-epochs", {"epochs": 200}, 1, 50.5, 50.0)]
+    (line,) = [x for x in claims.convergence_lines(two) if x]
+    assert "knn +1.25 [-8.28, +10.78] (n 2)" in line and "100 epochs do not converge" in line
