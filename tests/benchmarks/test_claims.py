@@ -125,3 +125,14 @@ def test_the_convergence_line_pairs_200_with_100_epochs() -> None:
     two = [*one, _vision("vision-lt-epochs", {"epochs": 200}, 1, 50.5, 50.0)]
     (line,) = [x for x in claims.convergence_lines(two) if x]
     assert "knn +1.25 [-8.28, +10.78] (n 2)" in line and "100 epochs do not converge" in line
+
+
+def test_cells_with_fewer_than_three_seeds_are_neither_marked_nor_counted() -> None:
+    runs = [_vision("vision-lt", {}, s, k, k) for s, k in ((0, 48.0), (1, 48.5))]
+    runs += [{**_vision("vision-lt", {}, s, k, k), "strategy": "macl"} for s, k in ((0, 50.0), (1, 51.0))]
+    column = {"infonce": ({0: 48.0, 1: 48.5}, 1.0), "macl": ({0: 50.0, 1: 51.0}, 1.0)}
+    assert claims.what_to_use({"c": column}) == ["## What to use", ""]  # 2 seeds: not counted
+    text = claims.matrix(runs)
+    assert "+2.25 [-0.93, +5.43] (n 2) no mark (fewer than 3 seeds)" in text  # 2.25 ± 12.706 · 0.25
+    third = {"infonce": ({0: 48.0, 1: 48.5, 2: 47.0}, 1.0), "macl": ({0: 50.0, 1: 51.0, 2: 49.0}, 1.0)}
+    assert "- `macl`: 1 setting: better in 1, worse in 0" in "\n".join(claims.what_to_use({"c": third}))
