@@ -269,7 +269,7 @@ def matrix(runs: list[dict]) -> str:
     for d in ("CiteSeer", "Cora"):
         columns[f"GRACE {d}, PyGCL recipe (F1-micro; vs best τ)"] = grace_column(runs, d)
     columns["DCRec ML-100K (HR@10, full ranking)"] = column(runs, "dcrec-ml100k", "ml-100k", "full/hr@10")
-    for d, label in (("cifar10_lt", "long-tail ρ 100"), ("cifar10", "balanced")):
+    for d, label in (("cifar10_lt", "long-tail ρ 100"), ("cifar10", "balanced, same size")):
         columns[f"SimCLR CIFAR-10 {label}, CPU-sized (kNN top-1)"] = column(runs, "vision-lt", d, "knn_top1")
     lines = [
         "# Which strategy helps where: paired differences against the fixed-τ baseline",

@@ -136,3 +136,11 @@ def test_cells_with_fewer_than_three_seeds_are_neither_marked_nor_counted() -> N
     assert "+2.25 [-0.93, +5.43] (n 2) no mark (fewer than 3 seeds)" in text  # 2.25 ± 12.706 · 0.25
     third = {"infonce": ({0: 48.0, 1: 48.5, 2: 47.0}, 1.0), "macl": ({0: 50.0, 1: 51.0, 2: 49.0}, 1.0)}
     assert "- `macl`: 1 setting: better in 1, worse in 0" in "\n".join(claims.what_to_use({"c": third}))
+
+
+def test_the_balanced_vision_control_matches_the_long_tail_in_size() -> None:
+    from benchmarks import claims_runs
+    from integrations.vision.data import long_tail_counts
+
+    long_tail = sum(long_tail_counts(claims_runs.VISION["subset_per_class"], 10, 100.0))
+    assert long_tail == 1236 and abs(10 * claims_runs.BALANCED_PER_CLASS - long_tail) <= 5
