@@ -107,7 +107,7 @@ def test_the_pending_note_counts_seeds_per_dataset() -> None:
             for s in ("infonce", "macl") for seed in (0, 1)]  # fmt: skip
     note = claims.pending_note(runs)
     assert "DCRec ML-100K to convergence: seeds run of 5 planned: none" in note
-    assert "CPU-sized: seeds run of 3 planned: cifar10_lt 2 " in note
+    assert "long-tail, CPU-sized, 100 epochs: seeds run of 3 planned: cifar10_lt 2 " in note
 
 
 def _vision(experiment: str, params: dict, seed: int, knn: float, linear: float) -> dict:
@@ -115,16 +115,20 @@ def _vision(experiment: str, params: dict, seed: int, knn: float, linear: float)
             "knn_top1": knn, "linear_top1": linear, "seconds": 10.0}  # fmt: skip
 
 
-def test_the_convergence_line_pairs_200_with_100_epochs() -> None:
+def test_the_convergence_line_doubles_the_budget_until_it_stops_gaining() -> None:
     short = [_vision("vision-lt", {}, s, k, lin) for s, k, lin in ((0, 48.0, 49.0), (1, 48.5, 50.0))]
     assert claims.convergence_lines(short) == []  # no 200-epoch run yet
-    one = [*short, _vision("vision-lt-epochs", {"epochs": 200}, 0, 48.5, 50.5)]
+    one = [*short, _vision("vision-lt-200", {}, 0, 48.5, 50.5)]
     (line,) = [x for x in claims.convergence_lines(one) if x]
-    assert "top-1: knn +0.50 (n 1); linear +1.50 (n 1). So 100 epochs converge" in line
+    assert "epochs: 200 − 100: knn +0.50 (n 1), linear +1.50 (n 1). So 100 epochs converge" in line
     # seed 1 adds 2.0 kNN points: mean (0.5 + 2.0) / 2 = 1.25 >= 1, t interval 1.25 ± 12.706 * 0.75
-    two = [*one, _vision("vision-lt-epochs", {"epochs": 200}, 1, 50.5, 50.0)]
+    two = [*one, _vision("vision-lt-200", {}, 1, 50.5, 50.0)]
     (line,) = [x for x in claims.convergence_lines(two) if x]
-    assert "knn +1.25 [-8.28, +10.78] (n 2)" in line and "100 epochs do not converge" in line
+    assert "200 − 100: knn +1.25 [-8.28, +10.78] (n 2)" in line
+    assert "no budget run so far converges" in line and "200 epochs still add +1.25" in line
+    three = [*two, _vision("vision-lt-epochs", {"epochs": 400}, 0, 49.0, 51.0)]
+    (line,) = [x for x in claims.convergence_lines(three) if x]
+    assert "; 400 − 200: knn +0.50 (n 1), linear +0.50 (n 1). So 200 epochs converge" in line
 
 
 def test_cells_with_fewer_than_three_seeds_are_neither_marked_nor_counted() -> None:
