@@ -354,9 +354,10 @@ def tau_search_lines(runs: list[dict]) -> list[str]:
 
 #: the CPU-sized vision runs per budget: experiment -> epochs
 VISION_BUDGETS = {"vision-lt": 100, "vision-lt-200": 200}
-#: the matrix's vision columns: the balanced control runs only at the larger budget (100 epochs did not converge)
-VISION_COLUMNS = (("vision-lt", "cifar10_lt", "long-tail ρ 100"), ("vision-lt-200", "cifar10_lt", "long-tail ρ 100"),
-                  ("vision-lt-200", "cifar10", "balanced, same size"))  # fmt: skip
+#: the matrix's vision columns: both data sets at 100 epochs, and the long tail at 200 (does a difference persist
+#: with twice the training? No budget affordable here converges, see convergence_lines)
+VISION_COLUMNS = (("vision-lt", "cifar10_lt", "long-tail ρ 100"), ("vision-lt", "cifar10", "balanced, same size"),
+                  ("vision-lt-200", "cifar10_lt", "long-tail ρ 100"))  # fmt: skip
 #: a budget converges when doubling it moves kNN top-1 by less than this (points): a rule fixed before the runs
 CONVERGED_WITHIN = 1.0
 
@@ -404,8 +405,8 @@ def not_in_matrix(runs: list[dict]) -> list[str]:
 
 #: the runs the matrix still waits for: (experiment, label, planned seeds, the doc with their single-seed results)
 PENDING = (("dcrec-ml100k", "DCRec ML-100K to convergence", 5, "dcrec.md"),
-           ("vision-lt", "SimCLR CIFAR-10 long-tail, CPU-sized, 100 epochs", 3, "vision.md"),
-           ("vision-lt-200", "SimCLR CIFAR-10 long-tail / balanced, 200 epochs", 3, "vision.md"))  # fmt: skip
+           ("vision-lt", "SimCLR CIFAR-10 long-tail / balanced, CPU-sized, 100 epochs", 3, "vision.md"),
+           ("vision-lt-200", "the long tail at 200 epochs (a budget check)", 1, "vision.md"))  # fmt: skip
 
 
 def pending_note(runs: list[dict]) -> str:

@@ -107,7 +107,7 @@ def test_the_pending_note_counts_seeds_per_dataset() -> None:
             for s in ("infonce", "macl") for seed in (0, 1)]  # fmt: skip
     note = claims.pending_note(runs)
     assert "DCRec ML-100K to convergence: seeds run of 5 planned: none" in note
-    assert "long-tail, CPU-sized, 100 epochs: seeds run of 3 planned: cifar10_lt 2 " in note
+    assert "long-tail / balanced, CPU-sized, 100 epochs: seeds run of 3 planned: cifar10_lt 2 " in note
 
 
 def _vision(experiment: str, params: dict, seed: int, knn: float, linear: float) -> dict:
