@@ -393,7 +393,8 @@ def convergence_lines(runs: list[dict]) -> list[str]:
     if converged is not None:
         verdict = f"{converged} epochs converge ({rule})"
     else:
-        verdict = (f"no budget run so far converges ({rule}; {2 * last[0]} epochs still add {last[1].mean:+.2f}): "
+        verdict = (f"no budget run so far converges ({rule}; {last[0]} → {2 * last[0]} epochs still adds "
+                   f"{last[1].mean:+.2f}): "
                    "the vision cells compare strategies at a fixed, unconverged budget")  # fmt: skip
     return ["", f"Convergence of the CPU-sized vision setting (long tail, `infonce`), top-1 gained by doubling the "
             f"epochs: {'; '.join(parts)}. So {verdict}."]  # fmt: skip

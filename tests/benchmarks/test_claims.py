@@ -125,7 +125,7 @@ def test_the_convergence_line_doubles_the_budget_until_it_stops_gaining() -> Non
     two = [*one, _vision("vision-lt-200", {}, 1, 50.5, 50.0)]
     (line,) = [x for x in claims.convergence_lines(two) if x]
     assert "200 − 100: knn +1.25 [-8.28, +10.78] (n 2)" in line
-    assert "no budget run so far converges" in line and "200 epochs still add +1.25" in line
+    assert "no budget run so far converges" in line and "100 → 200 epochs still adds +1.25" in line
     three = [*two, _vision("vision-lt-epochs", {"epochs": 400}, 0, 49.0, 51.0)]
     (line,) = [x for x in claims.convergence_lines(three) if x]
     assert "; 400 − 200: knn +0.50 (n 1), linear +0.50 (n 1). So 200 epochs converge" in line
