@@ -28,6 +28,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.claims_runs import VISION_EPOCHS  # noqa: E402
 from benchmarks.paired_stats import Interval, mean_interval, paired_by_key  # noqa: E402
 
 RESULTS = ROOT / "docs" / "results"
@@ -270,7 +271,7 @@ def matrix(runs: list[dict]) -> str:
         columns[f"GRACE {d}, PyGCL recipe (F1-micro; vs best τ)"] = grace_column(runs, d)
     columns["DCRec ML-100K (HR@10, full ranking)"] = column(runs, "dcrec-ml100k", "ml-100k", "full/hr@10")
     for experiment, d, label in VISION_COLUMNS:
-        epochs = VISION_BUDGETS[experiment]
+        epochs = VISION_EPOCHS[experiment]
         columns[f"SimCLR CIFAR-10 {label}, CPU-sized, {epochs} epochs (kNN top-1)"] = column(
             runs, experiment, d, "knn_top1")
     lines = [
@@ -352,8 +353,6 @@ def tau_search_lines(runs: list[dict]) -> list[str]:
     return lines
 
 
-#: the CPU-sized vision runs per budget: experiment -> epochs
-VISION_BUDGETS = {"vision-lt": 100, "vision-lt-200": 200}
 #: the matrix's vision columns: both data sets at 100 epochs, and the long tail at 200 (does a difference persist
 #: with twice the training? No budget affordable here converges, see convergence_lines)
 VISION_COLUMNS = (("vision-lt", "cifar10_lt", "long-tail ρ 100"), ("vision-lt", "cifar10", "balanced, same size"),
@@ -363,11 +362,9 @@ CONVERGED_WITHIN = 1.0
 
 
 def _infonce_at(runs: list[dict], epochs: int, metric: str) -> dict[int, float]:
-    """``infonce`` on the long tail at ``epochs``: the matrix's budgets, or the convergence check's longer run."""
-    experiment = {e: x for x, e in VISION_BUDGETS.items()}.get(epochs)
-    if experiment:
-        return scores(runs, experiment, "cifar10_lt", "infonce", metric, {})
-    return scores(runs, "vision-lt-epochs", "cifar10_lt", "infonce", metric, {"epochs": epochs})
+    """``infonce`` on the long tail trained for ``epochs`` (every vision row records its budget)."""
+    return {r["seed"]: r[metric] for r in runs if r["experiment"] in (*VISION_EPOCHS, "vision-lt-epochs")
+            and (r["dataset"], r["strategy"], r["epochs"]) == ("cifar10_lt", "infonce", epochs)}  # fmt: skip
 
 
 def convergence_lines(runs: list[dict]) -> list[str]:

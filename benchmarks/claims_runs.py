@@ -64,6 +64,8 @@ DATASETS = {"grace-pygcl": ["CiteSeer", "Cora"], "graphcl-tu": ["MUTAG", "PROTEI
 VISION = dict(subset_per_class=500, width=16, epochs=100, batch_size=128, lr=0.06, eval_every=0, linear_epochs=100)
 #: the balanced control has as many images as the long tail drawn from VISION's subset (1,236 -> 124 per class)
 BALANCED_PER_CLASS = 124
+#: the training budget of each vision experiment of the matrix (``vision-lt-epochs`` names its own per setting)
+VISION_EPOCHS = {"vision-lt": VISION["epochs"], "vision-lt-200": 200}
 
 
 def grace_pygcl(dataset: str, strategy: str, params: dict[str, Any], seed: int, workdir: Path) -> dict[str, Any]:
@@ -117,7 +119,7 @@ EXPERIMENTS: dict[str, Callable[..., dict[str, Any]]] = {
     "graphcl-tu": graphcl_tu,
     "dcrec-ml100k": dcrec_ml100k,
     "vision-lt": vision_lt,
-    "vision-lt-200": functools.partial(vision_lt, epochs=200),
+    "vision-lt-200": functools.partial(vision_lt, epochs=VISION_EPOCHS["vision-lt-200"]),
     "vision-lt-epochs": vision_lt,
 }
 

@@ -111,8 +111,11 @@ def test_the_pending_note_counts_seeds_per_dataset() -> None:
 
 
 def _vision(experiment: str, params: dict, seed: int, knn: float, linear: float) -> dict:
+    from benchmarks.claims_runs import VISION_EPOCHS
+
+    epochs = params.get("epochs", VISION_EPOCHS.get(experiment))  # as the runner records it
     return {"experiment": experiment, "dataset": "cifar10_lt", "strategy": "infonce", "params": params, "seed": seed,
-            "knn_top1": knn, "linear_top1": linear, "seconds": 10.0}  # fmt: skip
+            "knn_top1": knn, "linear_top1": linear, "epochs": epochs, "seconds": 10.0}  # fmt: skip
 
 
 def test_the_convergence_line_doubles_the_budget_until_it_stops_gaining() -> None:
