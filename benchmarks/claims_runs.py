@@ -27,18 +27,25 @@ Experiments:
   200-epoch row (``benchmarks/claims.py`` states each doubling's gain and which budget, if any, converges).
 
 Rows go to ``--json`` (default ``docs/results/claims_runs.json``); ``benchmarks/claims.py`` turns them into
-the claims table and the strategy × modality matrix.
+the claims table and the strategy × modality matrix. Runs longer than a sitting (DCRec to convergence: hours
+each) take ``--workdir``: each run keeps its checkpoints in its own folder there, and a run that was killed
+continues from its last checkpoint when the same command is started again (its row's ``seconds`` count every
+sitting, ``sittings`` how many there were).
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import hashlib
 import json
+import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +54,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.results_store import machine  # noqa: E402
 from integrations.common import atomic  # noqa: E402
+from integrations.common.run_guard import MANIFEST  # noqa: E402
 
 #: (strategy, its arguments) per experiment: the settings a row is keyed by
 SETTINGS: dict[str, list[tuple[str, dict[str, Any]]]] = {
@@ -68,7 +76,9 @@ BALANCED_PER_CLASS = 124
 VISION_EPOCHS = {"vision-lt": VISION["epochs"], "vision-lt-200": 200}
 
 
-def grace_pygcl(dataset: str, strategy: str, params: dict[str, Any], seed: int, workdir: Path) -> dict[str, Any]:
+def grace_pygcl(
+    dataset: str, strategy: str, params: dict[str, Any], seed: int, workdir: Path, resume: bool = False
+) -> dict[str, Any]:  # minutes long: a killed run starts over (``overwrite``)
     from integrations.graph import grace
 
     params = dict(params)
@@ -81,7 +91,9 @@ def grace_pygcl(dataset: str, strategy: str, params: dict[str, Any], seed: int, 
             "epochs": grace.settings(cfg)["epochs"], "final_loss": run["final_loss"]}  # fmt: skip
 
 
-def graphcl_tu(dataset: str, strategy: str, params: dict[str, Any], seed: int, workdir: Path) -> dict[str, Any]:
+def graphcl_tu(
+    dataset: str, strategy: str, params: dict[str, Any], seed: int, workdir: Path, resume: bool = False
+) -> dict[str, Any]:  # minutes long: a killed run starts over (``overwrite``)
     from integrations.graph import graphcl_tu as tu
 
     cfg = tu.TUConfig(dataset=dataset, loss=strategy, loss_args=params, seeds=[seed], output_dir=str(workdir),
@@ -90,17 +102,19 @@ def graphcl_tu(dataset: str, strategy: str, params: dict[str, Any], seed: int, w
     return {"accuracy": 100 * run["accuracy"], "epochs": cfg.epochs}
 
 
-def dcrec_ml100k(dataset: str, strategy: str, params: dict[str, Any], seed: int, workdir: Path) -> dict[str, Any]:
+def dcrec_ml100k(
+    dataset: str, strategy: str, params: dict[str, Any], seed: int, workdir: Path, resume: bool = False
+) -> dict[str, Any]:
     from integrations.dcrec import train as dcrec
 
     cfg = dcrec.DCRecConfig(dataset=dataset, loss=strategy, loss_args=params, seeds=[seed], output_dir=str(workdir),
-                            log_with="none", progress=False)  # fmt: skip
+                            log_with="none", progress=False, resume=resume)  # fmt: skip
     (run,) = dcrec.run(cfg)["runs"]
     metrics = {f"{protocol}/{k}": 100 * v for protocol, m in run["test"].items() for k, v in m.items()}
     return {**metrics, "best_epoch": run["best_epoch"], "epochs_run": run["epochs_run"]}
 
 
-def vision_lt(dataset: str, strategy: str, params: dict[str, Any], seed: int, workdir: Path,
+def vision_lt(dataset: str, strategy: str, params: dict[str, Any], seed: int, workdir: Path, resume: bool = False,
               epochs: int = VISION["epochs"]) -> dict[str, Any]:  # fmt: skip
     from integrations.vision import train as vision
 
@@ -109,7 +123,8 @@ def vision_lt(dataset: str, strategy: str, params: dict[str, Any], seed: int, wo
     if dataset == "cifar10":
         setting["subset_per_class"] = BALANCED_PER_CLASS
     cfg = vision.VisionConfig(dataset=dataset, loss=strategy, loss_args=params, seed=seed, output_dir=str(workdir),
-                              log_with="none", progress=False, checkpoint_every=10, **setting)  # fmt: skip
+                              log_with="none", progress=False, checkpoint_every=10, resume=resume,
+                              **setting)  # fmt: skip
     result = vision.run(cfg)
     return {"knn_top1": 100 * result["knn_top1"], "linear_top1": 100 * result["linear_top1"], **setting}
 
@@ -136,6 +151,52 @@ def seeds_arg(text: str) -> list[int]:
     return [int(text)]
 
 
+#: how often a run's clock saves its total (a kill loses at most this much of the recorded time)
+CLOCK_SECONDS = 30.0
+
+
+def run_folder(workdir: Path, plan: dict[str, Any]) -> Path:
+    """The folder of one planned run under ``--workdir``: readable, and distinct per row key."""
+    digest = hashlib.sha1(json.dumps(row_key(plan)).encode()).hexdigest()[:10]
+    return workdir / f"{plan['experiment']}-{plan['dataset']}-{plan['strategy']}-seed{plan['seed']}-{digest}"
+
+
+@contextmanager
+def run_clock(folder: Path, every: float) -> Iterator[Callable[[], dict[str, Any]]]:
+    """Wall seconds of one run summed over its sittings: the total so far is saved in ``folder`` every ``every``
+    seconds, so a run that is killed and resumed counts its earlier sittings (each kill loses < ``every`` s)."""
+    path = folder / "claims_clock.json"
+    before = json.loads(path.read_text()) if path.is_file() else {"seconds": 0.0, "sittings": 0}
+    start, stop = time.time(), threading.Event()
+
+    def total() -> dict[str, Any]:
+        return {"seconds": before["seconds"] + time.time() - start, "sittings": before["sittings"] + 1}
+
+    def save_every() -> None:
+        while not stop.wait(every):
+            atomic.write_json(path, total())
+
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic.write_json(path, total())
+    saver = threading.Thread(target=save_every, daemon=True)
+    saver.start()
+    try:
+        yield total
+    finally:
+        stop.set()
+        saver.join()
+        atomic.write_json(path, total())  # an interrupted sitting counts to its end
+
+
+def run_one(experiment: str, plan: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """One planned run in ``folder`` (continued from its checkpoints when an earlier sitting left a run there)."""
+    resume = (folder / "run" / MANIFEST).is_file()
+    with run_clock(folder, CLOCK_SECONDS) as clock:
+        scores = EXPERIMENTS[experiment](plan["dataset"], plan["strategy"], plan["params"], plan["seed"],
+                                         folder / "run", resume=resume)  # fmt: skip
+        return {**plan, **scores, **clock(), "machine": machine()}
+
+
 def planned(experiment: str, datasets: list[str], seeds: list[int], strategies: list[str] | None) -> Iterator[dict]:
     """Seed-major order, so that every setting has its first seeds before any has its last (paired early)."""
     for seed in seeds:
@@ -154,6 +215,8 @@ def main() -> None:
     parser.add_argument("--strategies", nargs="+", help="only these strategies (default: all settings)")
     parser.add_argument("--json", type=Path, default=ROOT / "docs" / "results" / "claims_runs.json")
     parser.add_argument("--reuse", action="store_true", help="keep rows of the same settings and seed")
+    parser.add_argument("--workdir", type=Path, help="keep each run's checkpoints here, so that a killed run "
+                        "continues when started again (default: a temporary folder; a killed run starts over)")
     args = parser.parse_args()
     seeds = [s for text in args.seeds for s in seeds_arg(text)]
     results = json.loads(args.json.read_text()) if args.json.exists() else {"rows": []}
@@ -161,13 +224,15 @@ def main() -> None:
     for plan in planned(args.experiment, args.datasets or DATASETS[args.experiment], seeds, args.strategies):
         if row_key(plan) in done:
             continue
-        start = time.time()
-        with tempfile.TemporaryDirectory(prefix="claims-") as workdir:
-            scores = EXPERIMENTS[args.experiment](plan["dataset"], plan["strategy"], plan["params"], plan["seed"],
-                                                  Path(workdir) / "run")  # fmt: skip
-        row = {**plan, **scores, "seconds": time.time() - start, "machine": machine()}
+        if args.workdir is None:
+            with tempfile.TemporaryDirectory(prefix="claims-") as workdir:
+                row = run_one(args.experiment, plan, Path(workdir))
+        else:
+            row = run_one(args.experiment, plan, run_folder(args.workdir, plan))
         results["rows"] = [r for r in results["rows"] if row_key(r) != row_key(row)] + [row]
         atomic.write_json(args.json, results)
+        if args.workdir is not None:  # the row is stored: its checkpoints are not needed again
+            shutil.rmtree(run_folder(args.workdir, plan))
         print(json.dumps({k: v for k, v in row.items() if k != "machine"}), flush=True)
 
 

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import time
+from pathlib import Path
+
+import pytest
 
 from benchmarks import claims
 from benchmarks.paired_stats import Interval
@@ -151,3 +155,53 @@ def test_the_balanced_vision_control_matches_the_long_tail_in_size() -> None:
 
     long_tail = sum(long_tail_counts(claims_runs.VISION["subset_per_class"], 10, 100.0))
     assert long_tail == 1236 and abs(10 * claims_runs.BALANCED_PER_CLASS - long_tail) <= 5
+
+
+def test_a_killed_run_continues_from_its_folder_and_counts_every_sitting(tmp_path, monkeypatch) -> None:
+    import sys
+
+    from benchmarks import claims_runs
+    from integrations.common.run_guard import MANIFEST
+
+    calls: list[bool] = []
+
+    def experiment(dataset, strategy, params, seed, workdir, resume=False):  # a run killed in its first sitting
+        calls.append(resume)
+        if not resume:
+            workdir.mkdir(parents=True)
+            (workdir / MANIFEST).write_text("{}")
+            time.sleep(0.05)
+            raise KeyboardInterrupt
+        assert (workdir / MANIFEST).is_file()
+        return {"accuracy": 80.0}
+
+    monkeypatch.setitem(claims_runs.EXPERIMENTS, "graphcl-tu", experiment)
+    monkeypatch.setattr(claims_runs, "CLOCK_SECONDS", 0.01)
+    out, work = tmp_path / "rows.json", tmp_path / "work"
+    argv = ["claims_runs.py", "graphcl-tu", "--datasets", "MUTAG", "--seeds", "0", "--strategies", "infonce",
+            "--json", str(out), "--workdir", str(work)]  # fmt: skip
+    monkeypatch.setattr(sys, "argv", argv)
+    with pytest.raises(KeyboardInterrupt):
+        claims_runs.main()
+    assert not out.exists() and len(list(work.iterdir())) == 1  # no row; the run's folder is kept
+    claims_runs.main()
+    (row,) = json.loads(out.read_text())["rows"]
+    assert calls == [False, True] and row["sittings"] == 2 and row["seconds"] >= 0.04
+    assert row["accuracy"] == 80.0 and not list(work.iterdir())  # row stored, checkpoints removed
+
+
+def test_the_run_clock_saves_while_the_run_is_working(tmp_path) -> None:
+    from benchmarks import claims_runs
+
+    with claims_runs.run_clock(tmp_path, every=0.01) as clock:
+        time.sleep(0.1)
+        saved = json.loads((tmp_path / "claims_clock.json").read_text())  # what a SIGKILL now would leave
+        assert 0.05 <= saved["seconds"] <= clock()["seconds"] and saved["sittings"] == 1
+
+
+def test_run_folders_are_distinct_per_setting() -> None:
+    from benchmarks import claims_runs
+
+    plan = list(claims_runs.planned("grace-pygcl", ["CiteSeer"], [0, 1], None))
+    folders = {claims_runs.run_folder(Path("w"), p) for p in plan}
+    assert len(folders) == len(plan) and claims_runs.run_folder(Path("w"), dict(plan[0])) in folders
