@@ -112,6 +112,13 @@ def test_the_pending_note_counts_seeds_per_dataset() -> None:
     note = claims.pending_note(runs)
     assert "DCRec ML-100K to convergence: seeds run of 5 planned: none" in note
     assert "long-tail / balanced, CPU-sized, 100 epochs: seeds run of 3 planned: cifar10_lt 2 " in note
+    # complete experiments are not listed: the 200-epoch check (1 seed planned) and, once both data sets have
+    # three seeds, the 100-epoch setting
+    runs += [{"experiment": "vision-lt-200", "dataset": "cifar10_lt", "strategy": "infonce", "seed": 0}]
+    runs += [{"experiment": "vision-lt", "dataset": d, "strategy": "infonce", "seed": s}
+             for d in ("cifar10_lt", "cifar10") for s in (0, 1, 2)]  # fmt: skip
+    note = claims.pending_note(runs)
+    assert "200 epochs" not in note and "100 epochs" not in note and "DCRec" in note
 
 
 def _vision(experiment: str, params: dict, seed: int, knn: float, linear: float) -> dict:
@@ -205,3 +212,13 @@ def test_run_folders_are_distinct_per_setting() -> None:
     plan = list(claims_runs.planned("grace-pygcl", ["CiteSeer"], [0, 1], None))
     folders = {claims_runs.run_folder(Path("w"), p) for p in plan}
     assert len(folders) == len(plan) and claims_runs.run_folder(Path("w"), dict(plan[0])) in folders
+
+
+def test_dcrec_cost_is_per_epoch_because_runs_stop_early() -> None:
+    runs = [{"experiment": "dcrec-ml100k", "dataset": "ml-100k", "strategy": s, "params": {}, "seed": seed,
+             "full/hr@10": hr + seed, "seconds": sec, "epochs_run": epochs}
+            for s, hr, sec, epochs in (("infonce", 10.0, 1000.0, 50), ("temperature_free", 11.0, 600.0, 20))
+            for seed in range(3)]  # fmt: skip
+    col = claims.column(runs, "dcrec-ml100k", "ml-100k", "full/hr@10", per="epochs_run")
+    assert col["infonce"][1] == 20.0 and col["temperature_free"][1] == 30.0
+    assert "+1.00 [+1.00, +1.00] (n 3) better; cost ×1.50" in claims.matrix(runs)
