@@ -222,3 +222,18 @@ def test_dcrec_cost_is_per_epoch_because_runs_stop_early() -> None:
     col = claims.column(runs, "dcrec-ml100k", "ml-100k", "full/hr@10", per="epochs_run")
     assert col["infonce"][1] == 20.0 and col["temperature_free"][1] == 30.0
     assert "+1.00 [+1.00, +1.00] (n 3) better; cost ×1.50" in claims.matrix(runs)
+
+
+def test_the_long_tail_line_is_a_difference_of_paired_differences() -> None:
+    def row(dataset: str, strategy: str, seed: int, knn: float) -> dict:
+        return {**_vision("vision-lt", {}, seed, knn, knn), "dataset": dataset, "strategy": strategy}
+
+    base = {"cifar10_lt": (48.0, 49.0, 50.0), "cifar10": (50.0, 50.0, 51.0)}
+    # cosine_schedule − infonce: long tail −1, −2, −3; balanced −4, −4, −5: interaction +3, +2, +2 (mean 7/3)
+    mine = {"cifar10_lt": (47.0, 47.0, 47.0), "cifar10": (46.0, 46.0, 46.0)}
+    runs = [row(d, "infonce", s, k) for d, ks in base.items() for s, k in enumerate(ks)]
+    runs += [row(d, "cosine_schedule", s, k) for d, ks in mine.items() for s, k in enumerate(ks)]
+    assert claims.imbalance_lines(runs[:-1]) == []  # 2 paired seeds on the balanced subset: no line
+    (line,) = [x for x in claims.imbalance_lines(runs) if x]
+    # sd of (3, 2, 2) = 0.57735; t(0.975, 2) 4.302653 / sqrt(3) = 2.484: 2.33 ± 1.43
+    assert "`cosine_schedule` +2.33 [+0.90, +3.77] (n 3) higher on the long tail" in line
