@@ -351,11 +351,23 @@ def tau_search_lines(runs: list[dict]) -> list[str]:
         if not diffs or min(d.n for d in diffs.values()) < MIN_SEEDS:
             continue
         each = "; ".join(f"τ {t}: {d.text()} {d.mark()}" for t, d in diffs.items())
-        marks = {d.mark() for d in diffs.values()}
-        summary = ("it never loses to a τ of the sweep and beats some: it spares the τ search without beating a "
-                   "tuned τ" if "worse" not in marks and "better" in marks else "see the marks")  # fmt: skip
+        summary = _tau_search_summary({t: d.mark() for t, d in diffs.items()})
         lines += ["", f"GRACE {dataset} (PyGCL recipe, F1-micro), `temperature_free` − each τ: {each}. So {summary}."]
     return lines
+
+
+def _tau_search_summary(marks: dict[float, str]) -> str:
+    """What the marks of ``temperature_free`` − each τ of the sweep say about sparing the τ search."""
+    better = [f"τ {t}" for t, m in marks.items() if m == "better"]
+    worse = [f"τ {t}" for t, m in marks.items() if m == "worse"]
+    if worse and better:
+        return (f"it beats {', '.join(better)} but loses to {', '.join(worse)}: it does not replace a tuned τ here, "
+                "only an untuned one")  # fmt: skip
+    if worse:
+        return f"it loses to {', '.join(worse)} and beats no τ of the sweep"
+    if better:
+        return "it never loses to a τ of the sweep and beats some: it spares the τ search without beating a tuned τ"
+    return "no detectable difference to any τ of the sweep"
 
 
 #: the matrix's vision columns: both data sets at 100 epochs, and the long tail at 200 (does a difference persist

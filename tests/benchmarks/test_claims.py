@@ -237,3 +237,12 @@ def test_the_long_tail_line_is_a_difference_of_paired_differences() -> None:
     (line,) = [x for x in claims.imbalance_lines(runs) if x]
     # sd of (3, 2, 2) = 0.57735; t(0.975, 2) 4.302653 / sqrt(3) = 2.484: 2.33 ± 1.43
     assert "`cosine_schedule` +2.33 [+0.90, +3.77] (n 3) higher on the long tail" in line
+
+
+def test_the_tau_search_summary_follows_the_marks() -> None:
+    nd = "no detectable difference"
+    assert claims._tau_search_summary({0.1: "better", 0.5: "worse", 1.0: nd}).startswith(
+        "it beats τ 0.1 but loses to τ 0.5: it does not replace a tuned τ")
+    assert claims._tau_search_summary({0.1: "better", 0.5: nd}).startswith("it never loses to a τ of the sweep")
+    assert claims._tau_search_summary({0.1: "worse", 0.5: nd}) == "it loses to τ 0.1 and beats no τ of the sweep"
+    assert claims._tau_search_summary({0.1: nd}) == "no detectable difference to any τ of the sweep"
