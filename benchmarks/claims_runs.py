@@ -78,7 +78,7 @@ VISION_EPOCHS = {"vision-lt": VISION["epochs"], "vision-lt-200": 200}
 
 def grace_pygcl(
     dataset: str, strategy: str, params: dict[str, Any], seed: int, workdir: Path, resume: bool = False
-) -> dict[str, Any]:  # minutes long: a killed run starts over (``overwrite``)
+) -> dict[str, Any]:  # not in RESUMABLE: a killed run starts over (``overwrite``)
     from integrations.graph import grace
 
     params = dict(params)
@@ -93,7 +93,7 @@ def grace_pygcl(
 
 def graphcl_tu(
     dataset: str, strategy: str, params: dict[str, Any], seed: int, workdir: Path, resume: bool = False
-) -> dict[str, Any]:  # minutes long: a killed run starts over (``overwrite``)
+) -> dict[str, Any]:  # not in RESUMABLE: a killed run starts over (``overwrite``)
     from integrations.graph import graphcl_tu as tu
 
     cfg = tu.TUConfig(dataset=dataset, loss=strategy, loss_args=params, seeds=[seed], output_dir=str(workdir),
@@ -151,6 +151,8 @@ def seeds_arg(text: str) -> list[int]:
     return [int(text)]
 
 
+#: the experiments whose runs continue from their checkpoints (the others take minutes and start over)
+RESUMABLE = frozenset({"dcrec-ml100k", "vision-lt", "vision-lt-200", "vision-lt-epochs"})
 #: how often a run's clock saves its total (a kill loses at most this much of the recorded time)
 CLOCK_SECONDS = 30.0
 
@@ -190,7 +192,9 @@ def run_clock(folder: Path, every: float) -> Iterator[Callable[[], dict[str, Any
 
 def run_one(experiment: str, plan: dict[str, Any], folder: Path) -> dict[str, Any]:
     """One planned run in ``folder`` (continued from its checkpoints when an earlier sitting left a run there)."""
-    resume = (folder / "run" / MANIFEST).is_file()
+    resume = experiment in RESUMABLE and (folder / "run" / MANIFEST).is_file()
+    if not resume:  # a run that starts over does not count the sittings it throws away
+        (folder / "claims_clock.json").unlink(missing_ok=True)
     with run_clock(folder, CLOCK_SECONDS) as clock:
         scores = EXPERIMENTS[experiment](plan["dataset"], plan["strategy"], plan["params"], plan["seed"],
                                          folder / "run", resume=resume)  # fmt: skip

@@ -10,6 +10,7 @@ import pytest
 
 from benchmarks import claims
 from benchmarks.paired_stats import Interval
+from integrations.common.run_guard import MANIFEST
 
 
 def test_gain_verdicts() -> None:
@@ -164,28 +165,30 @@ def test_the_balanced_vision_control_matches_the_long_tail_in_size() -> None:
     assert long_tail == 1236 and abs(10 * claims_runs.BALANCED_PER_CLASS - long_tail) <= 5
 
 
-def test_a_killed_run_continues_from_its_folder_and_counts_every_sitting(tmp_path, monkeypatch) -> None:
-    import sys
-
-    from benchmarks import claims_runs
-    from integrations.common.run_guard import MANIFEST
-
-    calls: list[bool] = []
-
-    def experiment(dataset, strategy, params, seed, workdir, resume=False):  # a run killed in its first sitting
+def _killed_once(calls: list[bool]):
+    def experiment(dataset, strategy, params, seed, workdir, resume=False):  # killed in its first sitting
         calls.append(resume)
-        if not resume:
+        if len(calls) == 1:
             workdir.mkdir(parents=True)
             (workdir / MANIFEST).write_text("{}")
-            time.sleep(0.05)
+            time.sleep(0.5)
             raise KeyboardInterrupt
         assert (workdir / MANIFEST).is_file()
         return {"accuracy": 80.0}
 
-    monkeypatch.setitem(claims_runs.EXPERIMENTS, "graphcl-tu", experiment)
+    return experiment
+
+
+def _run_twice(tmp_path, monkeypatch, experiment: str, dataset: str) -> tuple[list[bool], dict]:
+    import sys
+
+    from benchmarks import claims_runs
+
+    calls: list[bool] = []
+    monkeypatch.setitem(claims_runs.EXPERIMENTS, experiment, _killed_once(calls))
     monkeypatch.setattr(claims_runs, "CLOCK_SECONDS", 0.01)
     out, work = tmp_path / "rows.json", tmp_path / "work"
-    argv = ["claims_runs.py", "graphcl-tu", "--datasets", "MUTAG", "--seeds", "0", "--strategies", "infonce",
+    argv = ["claims_runs.py", experiment, "--datasets", dataset, "--seeds", "0", "--strategies", "infonce",
             "--json", str(out), "--workdir", str(work)]  # fmt: skip
     monkeypatch.setattr(sys, "argv", argv)
     with pytest.raises(KeyboardInterrupt):
@@ -193,8 +196,18 @@ def test_a_killed_run_continues_from_its_folder_and_counts_every_sitting(tmp_pat
     assert not out.exists() and len(list(work.iterdir())) == 1  # no row; the run's folder is kept
     claims_runs.main()
     (row,) = json.loads(out.read_text())["rows"]
-    assert calls == [False, True] and row["sittings"] == 2 and row["seconds"] >= 0.04
     assert row["accuracy"] == 80.0 and not list(work.iterdir())  # row stored, checkpoints removed
+    return calls, row
+
+
+def test_a_killed_run_continues_from_its_folder_and_counts_every_sitting(tmp_path, monkeypatch) -> None:
+    calls, row = _run_twice(tmp_path, monkeypatch, "dcrec-ml100k", "ml-100k")
+    assert calls == [False, True] and row["sittings"] == 2 and row["seconds"] >= 0.5  # the first sitting counts
+
+
+def test_a_run_that_cannot_resume_starts_over_with_a_fresh_clock(tmp_path, monkeypatch) -> None:
+    calls, row = _run_twice(tmp_path, monkeypatch, "graphcl-tu", "MUTAG")
+    assert calls == [False, False] and row["sittings"] == 1 and row["seconds"] < 0.5  # the first one does not
 
 
 def test_the_run_clock_saves_while_the_run_is_working(tmp_path) -> None:
