@@ -119,7 +119,7 @@ def test_forward_terms_and_gradients(loss):
     model, batch = tiny_model(loss)
     total = model(batch)
     terms = model.last_terms
-    assert math.isfinite(float(total)) and total.item() == pytest.approx(sum(terms.values()), rel=1e-5)
+    assert math.isfinite(total.item()) and total.item() == pytest.approx(sum(terms.values()), rel=1e-5)
     assert terms["ce"] > 0 and terms["kl"] != 0
     total.backward()
     for name in ("item_embedding.weight", "attn_weights", "attn", "encoder.blocks.0.query.weight"):
