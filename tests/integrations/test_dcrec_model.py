@@ -134,7 +134,7 @@ def test_conformity_weights_and_cl_term():
     last = item_seq[torch.arange(5), seq_len - 1]
     adj_all = model.graph_view(model.train_graphs.transition)
     w = model.conformity_weights(users, last, adj_all, adj_all[last])
-    assert float(w.min()) == pytest.approx(0.0, abs=1e-7) and float(w.mean()) == pytest.approx(model.weight_mean)
+    assert w.min().item() == pytest.approx(0.0, abs=1e-7) and w.mean().item() == pytest.approx(model.weight_mean)
     torch.manual_seed(3)
     model(batch)
     sim_all = model.graph_view(model.train_graphs.similarity)
@@ -142,7 +142,7 @@ def test_conformity_weights_and_cl_term():
     seq = model.sequence_view(item_seq, seq_len)
     l1, l2 = model.loss_fn(seq, adj_all[last]), model.loss_fn(adj_all[last], sim_all[last])
     cl = model.cl_weight * (mainstream * l1 + (mainstream.max() - mainstream) * l2).mean()
-    assert model.last_terms["cl"] == pytest.approx(float(cl), rel=1e-5)
+    assert model.last_terms["cl"] == pytest.approx(cl.item(), rel=1e-5)
 
 
 def test_scores_are_dot_products():
