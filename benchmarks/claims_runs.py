@@ -155,6 +155,8 @@ def seeds_arg(text: str) -> list[int]:
 RESUMABLE = frozenset({"dcrec-ml100k", "vision-lt", "vision-lt-200", "vision-lt-epochs"})
 #: how often a run's clock saves its total (a kill loses at most this much of the recorded time)
 CLOCK_SECONDS = 30.0
+#: where a run's clock keeps its total, in the run's folder
+CLOCK_FILE = "claims_clock.json"
 
 
 def run_folder(workdir: Path, plan: dict[str, Any]) -> Path:
@@ -167,7 +169,7 @@ def run_folder(workdir: Path, plan: dict[str, Any]) -> Path:
 def run_clock(folder: Path, every: float) -> Iterator[Callable[[], dict[str, Any]]]:
     """Wall seconds of one run summed over its sittings: the total so far is saved in ``folder`` every ``every``
     seconds, so a run that is killed and resumed counts its earlier sittings (each kill loses < ``every`` s)."""
-    path = folder / "claims_clock.json"
+    path = folder / CLOCK_FILE
     before = json.loads(path.read_text()) if path.is_file() else {"seconds": 0.0, "sittings": 0}
     start, stop = time.time(), threading.Event()
 
@@ -194,7 +196,7 @@ def run_one(experiment: str, plan: dict[str, Any], folder: Path) -> dict[str, An
     """One planned run in ``folder`` (continued from its checkpoints when an earlier sitting left a run there)."""
     resume = experiment in RESUMABLE and (folder / "run" / MANIFEST).is_file()
     if not resume:  # a run that starts over does not count the sittings it throws away
-        (folder / "claims_clock.json").unlink(missing_ok=True)
+        (folder / CLOCK_FILE).unlink(missing_ok=True)
     with run_clock(folder, CLOCK_SECONDS) as clock:
         scores = EXPERIMENTS[experiment](plan["dataset"], plan["strategy"], plan["params"], plan["seed"],
                                          folder / "run", resume=resume)  # fmt: skip
@@ -228,15 +230,16 @@ def main() -> None:
     for plan in planned(args.experiment, args.datasets or DATASETS[args.experiment], seeds, args.strategies):
         if row_key(plan) in done:
             continue
-        if args.workdir is None:
+        folder = None if args.workdir is None else run_folder(args.workdir, plan)
+        if folder is None:
             with tempfile.TemporaryDirectory(prefix="claims-") as workdir:
                 row = run_one(args.experiment, plan, Path(workdir))
         else:
-            row = run_one(args.experiment, plan, run_folder(args.workdir, plan))
+            row = run_one(args.experiment, plan, folder)
         results["rows"] = [r for r in results["rows"] if row_key(r) != row_key(row)] + [row]
         atomic.write_json(args.json, results)
-        if args.workdir is not None:  # the row is stored: its checkpoints are not needed again
-            shutil.rmtree(run_folder(args.workdir, plan))
+        if folder is not None:  # the row is stored: its checkpoints are not needed again
+            shutil.rmtree(folder)
         print(json.dumps({k: v for k, v in row.items() if k != "machine"}), flush=True)
 
 
