@@ -15,7 +15,7 @@ from .distributed import gather_with_grad, is_distributed, scale_gradient, world
 from .host import build_host_loss, owns_projection_head
 from .layouts import LAYOUTS, PairBlock, build_blocks
 from .losses import *  # noqa: F403
-from .optim import after_optimizer_step, param_groups
+from .optim import after_optimizer_step, param_groups, set_epoch_length
 from .queue import FeatureQueue
 from .registry import available_losses, build_loss, get_loss_class, register_loss
 
@@ -39,6 +39,7 @@ __all__ = [
     "param_groups",
     "register_loss",
     "scale_gradient",
+    "set_epoch_length",
     "world_size",
     *losses.__all__,
 ]

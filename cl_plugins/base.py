@@ -147,6 +147,13 @@ class ContrastiveLoss(nn.Module):
         with :func:`cl_plugins.after_optimizer_step`.
         """
 
+    def set_epoch_length(self, steps_per_epoch: int) -> None:
+        """The trainer's optimizer steps per epoch, for schedules that count epochs: a no-op by default.
+
+        ``cosine_schedule`` with ``period_unit="epoch"`` needs it. Set it for every loss inside a model
+        with :func:`cl_plugins.set_epoch_length`.
+        """
+
     # ------------------------------------------------------------------ public API
     def forward(
         self,

@@ -53,3 +53,21 @@ def after_optimizer_step(module: nn.Module) -> None:
     for sub in module.modules():
         if isinstance(sub, ContrastiveLoss):
             sub.after_optimizer_step()
+
+
+def set_epoch_length(module: nn.Module, steps_per_epoch: int) -> None:
+    """Tell every cl-plugins loss inside ``module`` how many optimizer steps an epoch has.
+
+    Schedules counted in epochs (``cosine_schedule`` with ``period_unit="epoch"``, its ``"vision"``
+    preset) need it; other strategies ignore it. Under gradient accumulation, count optimizer
+    steps, not micro-batches.
+
+    Example::
+
+        clp.set_epoch_length(model, len(loader) // accumulation_steps)
+    """
+    from .base import ContrastiveLoss
+
+    for sub in module.modules():
+        if isinstance(sub, ContrastiveLoss):
+            sub.set_epoch_length(steps_per_epoch)

@@ -26,6 +26,7 @@ processes the strategy gathers every rank's embeddings (the global batch's loss 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -107,7 +108,8 @@ def strategy_optimizer(model: nn.Module, args: Any) -> torch.optim.Optimizer:
 
 
 class StrategyCallback(TrainerCallback):
-    """Runs the strategies' per-step upkeep (:func:`cl_plugins.after_optimizer_step`) after each optimizer step.
+    """Runs the strategies' per-step upkeep (:func:`cl_plugins.after_optimizer_step`) after each optimizer step,
+    and tells them the optimizer steps of an epoch when training begins (:func:`cl_plugins.set_epoch_length`).
 
     Args:
         modules: the modules that hold the losses (default: None, the trainer's model, which holds an attached
@@ -117,7 +119,17 @@ class StrategyCallback(TrainerCallback):
     def __init__(self, modules: list[nn.Module] | None = None) -> None:
         self.modules = modules
 
+    def _targets(self, model: nn.Module | None) -> list[nn.Module]:
+        return self.modules if self.modules is not None else [model] if model is not None else []
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, model: nn.Module | None = None,
+                       train_dataloader: Any = None, **kwargs: Any) -> None:  # fmt: skip
+        # the Trainer's optimizer steps per epoch (a short last accumulation steps too), for schedules in epochs
+        if train_dataloader is not None and hasattr(train_dataloader, "__len__") and len(train_dataloader) > 0:
+            steps = math.ceil(len(train_dataloader) / args.gradient_accumulation_steps)
+            for module in self._targets(model):
+                clp.set_epoch_length(module, steps)
+
     def on_step_end(self, args: Any, state: Any, control: Any, model: nn.Module | None = None, **kwargs: Any) -> None:
-        targets = self.modules if self.modules is not None else [model] if model is not None else []
-        for module in targets:
+        for module in self._targets(model):
             clp.after_optimizer_step(module)

@@ -15,6 +15,7 @@ Example::
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -29,10 +30,18 @@ class StrategyCallback(Callback):
 
     A step happened when ``trainer.global_step`` moved since the last batch: with ``accumulate_grad_batches``
     the hook runs once per step, as it must (``learnable`` clamps after the step, ``cosine_schedule`` counts steps).
+    At the start of training it tells the losses the optimizer steps of an epoch (:func:`cl_plugins.set_epoch_length`).
     """
 
     def __init__(self) -> None:
         self.last_step = 0
+
+    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        # schedules counted in epochs need an epoch's optimizer steps (Lightning also steps on a short last
+        # accumulation); an iterable loader of unknown length leaves it unset, and such a schedule then says so
+        batches = trainer.num_training_batches
+        if math.isfinite(batches) and batches > 0:
+            clp.set_epoch_length(pl_module, math.ceil(batches / trainer.accumulate_grad_batches))
 
     def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any,
                            batch_idx: int) -> None:  # fmt: skip

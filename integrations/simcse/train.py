@@ -229,6 +229,8 @@ def train(
 
     start_tracking(accelerator, project, asdict(config))
     unwrapped: SimCSEModel = accelerator.unwrap_model(model)
+    # a schedule counted in epochs needs the steps of an epoch (Accelerate steps on a short last accumulation too)
+    clp.set_epoch_length(unwrapped.loss_fn, math.ceil(len(loader) / config.gradient_accumulation_steps))
     bar = tqdm(
         total=total,
         initial=state.step,

@@ -53,14 +53,15 @@ def test_infonce_equals_cross_entropy_over_scaled_cosines(bert_dir, with_negativ
         torch.testing.assert_close(g1, g2, rtol=1e-9, atol=1e-12)
 
 
-def _train(bert_dir, tmp_path, loss: str, steps: int = 3, **loss_args):
+def _train(bert_dir, tmp_path, loss: str, steps: int = 3, batch: int = 4, accumulate: int = 1, **loss_args):
     from transformers import Trainer, TrainingArguments
 
     from integrations.hf_trainer import StrategyCallback, StrategyLossFunc, ViewCollator, strategy_optimizer
 
     model, tokenizer = _model_and_tokenizer(bert_dir)
     loss_func = StrategyLossFunc(loss, host_tau=0.05, **loss_args).attach(model)
-    args = TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=4, max_steps=steps,
+    args = TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=batch, max_steps=steps,
+                             gradient_accumulation_steps=accumulate,
                              learning_rate=1e-2, weight_decay=0.1, remove_unused_columns=False, report_to=[],
                              save_strategy="no", logging_steps=1, use_cpu=True)  # fmt: skip
     optimizer = strategy_optimizer(model, args)
@@ -81,6 +82,14 @@ def test_a_learned_temperature_trains_without_weight_decay(bert_dir, tmp_path):
 def test_the_per_step_hook_runs(bert_dir, tmp_path):
     loss_fn, _ = _train(bert_dir, tmp_path, "cosine_schedule", steps=3)
     assert int(loss_fn.step_count) == 3
+
+
+def test_a_schedule_in_epochs_learns_the_optimizer_steps_of_an_epoch(bert_dir, tmp_path):
+    # 4 rows in batches of 1, 3 per step: the Trainer steps after batch 3 and after the short last one
+    loss_fn, _ = _train(bert_dir, tmp_path, "cosine_schedule", steps=3, batch=1, accumulate=3, period=4,
+                        period_unit="epoch")  # fmt: skip
+    assert loss_fn.steps_per_epoch == 2 and int(loss_fn.step_count) == 3
+    assert loss_fn.temperature() == pytest.approx(loss_fn.tau_min + 0.5 * (loss_fn.tau_max - loss_fn.tau_min))
 
 
 def test_views_are_checked(bert_dir):

@@ -18,16 +18,16 @@ pytest.importorskip("lightning")
 SCRIPT = Path(__file__).with_name("lightning_run.py")
 
 
-def _fit(loss: str, accumulate: int = 1, steps: int = 4):
+def _fit(loss: str, accumulate: int = 1, steps: int = 4, batches: int | None = None, **loss_args):
     from lightning.pytorch import Trainer
     from torch.utils.data import DataLoader, TensorDataset
 
     from integrations.lightning_adapter import ContrastiveModule, StrategyCallback
 
     torch.manual_seed(0)
-    x = torch.randn(8 * steps * accumulate, 6)
+    x = torch.randn(8 * (batches or steps * accumulate), 6)
     loader = DataLoader(TensorDataset(x, x + 0.3 * torch.randn_like(x)), batch_size=8)
-    module = ContrastiveModule(torch.nn.Linear(6, 4), clp.build_loss(loss), lr=1e-2, weight_decay=0.1)
+    module = ContrastiveModule(torch.nn.Linear(6, 4), clp.build_loss(loss, **loss_args), lr=1e-2, weight_decay=0.1)
     trainer = Trainer(max_epochs=1, accelerator="cpu", devices=1, accumulate_grad_batches=accumulate, logger=False,
                       callbacks=[StrategyCallback()], enable_checkpointing=False, enable_progress_bar=False,
                       enable_model_summary=False)  # fmt: skip
@@ -49,6 +49,14 @@ def test_the_hook_runs_once_per_optimizer_step(accumulate):
     module, trainer = _fit("cosine_schedule", accumulate=accumulate, steps=3)
     assert trainer.global_step == 3
     assert int(module.loss_fn.step_count) == 3
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_a_schedule_in_epochs_learns_the_optimizer_steps_of_an_epoch():
+    # 5 batches, 2 per step: Lightning steps after batches 2, 4 and the short last one
+    module, trainer = _fit("cosine_schedule", accumulate=2, batches=5, period=4, period_unit="epoch")
+    assert trainer.global_step == 3 and module.loss_fn.steps_per_epoch == 3
+    assert module.loss_fn.temperature() == pytest.approx(module.loss_fn.tau_min + 0.5 * (1.0 - 0.1))  # epoch 1 of 4
 
 
 def _run(tmp_path: Path, loss: str, devices: int) -> dict[str, torch.Tensor]:
