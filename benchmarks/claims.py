@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.claims_runs import DATASETS, VISION_EPOCHS  # noqa: E402
+from benchmarks.claims_runs import DATASETS, SETTINGS, VISION_EPOCHS  # noqa: E402
 from benchmarks.paired_stats import Interval, mean_interval, paired_by_key  # noqa: E402
 
 RESULTS = ROOT / "docs" / "results"
@@ -47,6 +46,11 @@ class Row:
 
 def load_runs(path: Path = RESULTS / "claims_runs.json") -> list[dict[str, Any]]:
     return json.loads(path.read_text())["rows"] if path.exists() else []
+
+
+def is_current(row: dict[str, Any]) -> bool:
+    """A row of a setting the runner still plans; rows of an earlier setting are kept but reported apart."""
+    return (row["strategy"], row["params"]) in SETTINGS[row["experiment"]]
 
 
 def select(runs: list[dict], experiment: str, dataset: str, strategy: str | None = None,
@@ -198,6 +202,7 @@ NOT_RUNNABLE = [
 
 
 def claims_table(runs: list[dict]) -> str:
+    runs = [r for r in runs if is_current(r)]
     rows = grace_rows(runs) + tu_rows(runs)
     rows += [Row(p, s, c, "—", "—", f"not runnable here: {why}") for p, s, c, why in NOT_RUNNABLE]
     lines = [
@@ -269,6 +274,8 @@ def _mean(values: Any) -> float:
 
 
 def matrix(runs: list[dict]) -> str:
+    earlier = [r for r in runs if not is_current(r)]
+    runs = [r for r in runs if is_current(r)]
     columns = {f"GraphCL TU {d} (acc.)": tu_column(runs, d) for d in TU_PAPER}
     for d in ("CiteSeer", "Cora"):
         columns[f"GRACE {d}, PyGCL recipe (F1-micro; vs best τ)"] = grace_column(runs, d)
@@ -299,9 +306,49 @@ def matrix(runs: list[dict]) -> str:
             diff = paired_by_key(mine, base)
             cells.append(f"{diff.text()} {cell_mark(diff)}; cost ×{sec / base_sec:.2f}")
         lines.append(f"| {strategy} | " + " | ".join(cells) + " |")
-    lines += ["", *what_to_use(columns), *tau_search_lines(runs), *imbalance_lines(runs), *convergence_lines(runs),
-              "", *not_in_matrix(runs)]  # fmt: skip
+    lines += [*settings_lines(), "", *what_to_use(columns), *tau_search_lines(runs), *imbalance_lines(runs),
+              *convergence_lines(runs), *earlier_lines(earlier, runs), "", *not_in_matrix(runs)]  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def settings_lines() -> list[str]:
+    """The strategy settings of the vision cells that are not the host mapping of τ 0.1."""
+    periods = ", ".join(f"{dict(SETTINGS[e])['cosine_schedule']['period']} epochs at {epochs}"
+                        for e, epochs in VISION_EPOCHS.items())  # fmt: skip
+    return ["", f"Settings: `cosine_schedule` in the vision columns runs τ from 0.1 to 1 with Kukleva et al.'s five "
+            f"oscillations per run (their period is 400 of 2,000 epochs; here {periods}), τ held for an epoch."]
+
+
+#: the matrix's metric of each experiment (also for the rows of earlier settings)
+METRIC = {"grace-pygcl": "micro_f1", "graphcl-tu": "accuracy", "dcrec-ml100k": "full/hr@10",
+          **dict.fromkeys((*VISION_EPOCHS, "vision-lt-epochs"), "knn_top1")}  # fmt: skip
+#: why a setting was replaced: (strategy, its arguments as stored) -> reason
+REPLACED = {("cosine_schedule", '{"period": 400, "period_unit": "step"}'):
+            "the loss's default period of 400 optimizer steps, 44 epochs of 9 steps here: 2.25 oscillations in "
+            "100 epochs (ending mid-range), 4.5 in 200; replaced by Kukleva et al.'s five oscillations per run"}
+
+
+def earlier_lines(earlier: list[dict], runs: list[dict]) -> list[str]:
+    """Rows of replaced settings, paired against the same experiment's ``infonce``: kept as evidence, not in the
+    cells (a cell holds one setting per strategy)."""
+    groups: dict[tuple[str, str], dict[tuple[str, str], dict[int, float]]] = {}
+    for r in earlier:
+        setting = (r["strategy"], json.dumps(r["params"], sort_keys=True))
+        groups.setdefault(setting, {}).setdefault((r["experiment"], r["dataset"]), {})[r["seed"]] = r[
+            METRIC[r["experiment"]]]  # fmt: skip
+    parts = []
+    for (strategy, params), cells in sorted(groups.items()):
+        diffs = []
+        for (experiment, dataset), mine in sorted(cells.items()):
+            base = scores(runs, experiment, dataset, "infonce", METRIC[experiment])
+            if set(mine) & set(base):
+                diff = paired_by_key(mine, base)
+                diffs.append(f"{experiment} {dataset} {diff.text()} {cell_mark(diff)}")
+        if diffs:
+            why = REPLACED.get((strategy, params), "a replaced setting")
+            parts.append(f"`{strategy}` {params} ({why}): " + ", ".join(diffs))
+    return ["", "Earlier settings, kept apart from the cells (strategy − `infonce`, paired by seed): "
+            + "; ".join(parts) + "."] if parts else []  # fmt: skip
 
 
 #: a matrix cell with fewer paired seeds is printed but gets no mark and is not counted in "what to use"
@@ -447,14 +494,17 @@ PENDING = (("dcrec-ml100k", "DCRec ML-100K to convergence", 5, "dcrec.md"),
 
 
 def pending_note(runs: list[dict]) -> str:
-    """The experiments some of whose data sets have fewer seeds than planned (complete ones are not listed)."""
+    """The experiments some of whose settings have fewer seeds than planned on a data set (complete ones are not
+    listed); each data set's count is its least-run setting's."""
     parts = []
     for experiment, label, planned, doc in PENDING:
-        per_dataset = Counter(d for d, _ in {(r["dataset"], r["seed"]) for r in runs if r["experiment"] == experiment})
-        if all(per_dataset[d] >= planned for d in DATASETS[experiment]):
+        fewest = {d: min(len(select(runs, experiment, d, s, p)) for s, p in SETTINGS[experiment])
+                  for d in DATASETS[experiment]}  # fmt: skip
+        if all(n >= planned for n in fewest.values()):
             continue
-        counts = ", ".join(f"{d} {n}" for d, n in sorted(per_dataset.items())) or "none"
-        parts.append(f"{label}: seeds run of {planned} planned: {counts} ([{doc}]({doc}) has earlier single runs)")
+        counts = ", ".join(f"{d} {n}" for d, n in sorted(fewest.items()))
+        parts.append(f"{label}: seeds of the least-run setting, of {planned} planned: {counts} ([{doc}]({doc}) has "
+                     "earlier single runs)")  # fmt: skip
     return "- Runs still accumulating: " + "; ".join(parts) + "." if parts else ""
 
 

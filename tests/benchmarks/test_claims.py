@@ -107,19 +107,30 @@ def test_the_tau_search_line_compares_free_with_every_tau() -> None:
     assert claims.tau_search_lines(runs[:4]) == []  # fewer than 5 seeds: no line
 
 
-def test_the_pending_note_counts_seeds_per_dataset() -> None:
-    runs = [{"experiment": "vision-lt", "dataset": "cifar10_lt", "strategy": s, "seed": seed}
-            for s in ("infonce", "macl") for seed in (0, 1)]  # fmt: skip
+def _setting_rows(experiment: str, datasets: tuple[str, ...], seeds: tuple[int, ...]) -> list[dict]:
+    from benchmarks.claims_runs import SETTINGS
+
+    return [{"experiment": experiment, "dataset": d, "strategy": s, "params": p, "seed": seed}
+            for d in datasets for s, p in SETTINGS[experiment] for seed in seeds]  # fmt: skip
+
+
+def test_the_pending_note_counts_the_least_run_setting_per_dataset() -> None:
+    runs = _setting_rows("vision-lt", ("cifar10_lt",), (0, 1))
+    runs += [{**r, "seed": 2} for r in runs if r["strategy"] != "macl" and r["seed"] == 0]  # macl lags
     note = claims.pending_note(runs)
-    assert "DCRec ML-100K to convergence: seeds run of 5 planned: none" in note
-    assert "long-tail / balanced, CPU-sized, 100 epochs: seeds run of 3 planned: cifar10_lt 2 " in note
-    # complete experiments are not listed: the 200-epoch check (1 seed planned) and, once both data sets have
-    # three seeds, the 100-epoch setting
-    runs += [{"experiment": "vision-lt-200", "dataset": "cifar10_lt", "strategy": "infonce", "seed": 0}]
-    runs += [{"experiment": "vision-lt", "dataset": d, "strategy": "infonce", "seed": s}
-             for d in ("cifar10_lt", "cifar10") for s in (0, 1, 2)]  # fmt: skip
+    assert "DCRec ML-100K to convergence: seeds of the least-run setting, of 5 planned: ml-100k 0" in note
+    assert "100 epochs: seeds of the least-run setting, of 3 planned: cifar10 0, cifar10_lt 2 " in note
+    # complete experiments are not listed: the 200-epoch check (1 seed planned) and, once every setting has three
+    # seeds on both data sets, the 100-epoch setting
+    runs = _setting_rows("vision-lt-200", ("cifar10_lt",), (0,))
+    runs += _setting_rows("vision-lt", ("cifar10_lt", "cifar10"), (0, 1, 2))
     note = claims.pending_note(runs)
     assert "200 epochs" not in note and "100 epochs" not in note and "DCRec" in note
+    # a row of a replaced setting does not stand in for the current one
+    old = {"period": 400, "period_unit": "step"}
+    runs = [{**r, "params": old} if r["strategy"] == "cosine_schedule" and r["seed"] == 2 else r for r in runs]
+    note = claims.pending_note(runs)
+    assert "100 epochs: seeds of the least-run setting, of 3 planned: cifar10 2, cifar10_lt 2 " in note
 
 
 def _vision(experiment: str, params: dict, seed: int, knn: float, linear: float) -> dict:
@@ -259,3 +270,24 @@ def test_the_tau_search_summary_follows_the_marks() -> None:
     assert claims._tau_search_summary({0.1: "better", 0.5: nd}).startswith("it never loses to a τ of the sweep")
     assert claims._tau_search_summary({0.1: "worse", 0.5: nd}) == "it loses to τ 0.1 and beats no τ of the sweep"
     assert claims._tau_search_summary({0.1: nd}) == "no detectable difference to any τ of the sweep"
+
+
+def test_rows_of_a_replaced_setting_leave_the_cells_and_are_reported_apart() -> None:
+    def row(strategy: str, params: dict, seed: int, knn: float) -> dict:
+        return {**_vision("vision-lt", params, seed, knn, knn), "strategy": strategy}
+
+    current = claims.SETTINGS["vision-lt"]
+    (now,) = [p for s, p in current if s == "cosine_schedule"]
+    old = {"period": 400, "period_unit": "step"}
+    runs = [row("infonce", {}, s, 50.0 + s) for s in range(3)]
+    runs += [row("cosine_schedule", now, s, 51.0 + s) for s in range(3)]  # +1 on every seed
+    runs += [row("cosine_schedule", old, s, 47.0 + s) for s in range(3)]  # −3 on every seed
+    assert claims.is_current(runs[3]) and not claims.is_current(runs[6])
+    text = claims.matrix(runs)
+    (cells,) = [line for line in text.splitlines() if line.startswith("| cosine_schedule |")]
+    assert "+1.00 [+1.00, +1.00] (n 3) better" in cells and "-3.00" not in cells
+    (earlier,) = [line for line in text.splitlines() if line.startswith("Earlier settings")]
+    assert '`cosine_schedule` {"period": 400, "period_unit": "step"} (the loss\'s default period' in earlier
+    assert "vision-lt cifar10_lt -3.00 [-3.00, -3.00] (n 3) worse" in earlier
+    assert "20 epochs at 100, 40 epochs at 200" in text  # the setting of the cells is stated
+    assert claims.earlier_lines([], runs) == []

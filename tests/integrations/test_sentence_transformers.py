@@ -113,6 +113,7 @@ def test_a_learned_temperature_trains_without_weight_decay(model_dir, tmp_path):
 def test_the_per_step_hook_runs(model_dir, tmp_path):
     loss_fn, _ = _train(model_dir, tmp_path, "cosine_schedule")
     assert int(loss_fn.step_count) == 3
+    assert loss_fn.steps_per_epoch == 3  # 12 rows in batches of 4: told when training begins, for epoch schedules
 
 
 def test_strategies_that_need_features_are_refused(model_dir):

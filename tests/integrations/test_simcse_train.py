@@ -73,6 +73,7 @@ def _config(tiny, out, **kw):
         ("temperature_free", {}),
         ("learnable", {}),
         ("amcl", {"heads": 2, "proj_dim": 8, "hidden": 16}),
+        ("cosine_schedule", {"period": 2, "period_unit": "epoch"}),  # the loop tells it the epoch's steps
     ],
 )
 def test_every_strategy_trains(tiny, tmp_path, loss, args):
