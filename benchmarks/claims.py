@@ -498,14 +498,23 @@ def pending_note(runs: list[dict]) -> str:
     listed); each data set's count is its least-run setting's."""
     parts = []
     for experiment, label, planned, doc in PENDING:
-        fewest = {d: min(len(select(runs, experiment, d, s, p)) for s, p in SETTINGS[experiment])
-                  for d in DATASETS[experiment]}  # fmt: skip
-        if all(n >= planned for n in fewest.values()):
+        # strategies are unique within these experiments' settings
+        each = {d: {s: len(select(runs, experiment, d, s, p)) for s, p in SETTINGS[experiment]}
+                for d in DATASETS[experiment]}  # fmt: skip
+        if all(n >= planned for per in each.values() for n in per.values()):
             continue
-        counts = ", ".join(f"{d} {n}" for d, n in sorted(fewest.items()))
+        counts = ", ".join(_seed_counts(d, per) for d, per in sorted(each.items()))
         parts.append(f"{label}: seeds of the least-run setting, of {planned} planned: {counts} ([{doc}]({doc}) has "
                      "earlier single runs)")  # fmt: skip
     return "- Runs still accumulating: " + "; ".join(parts) + "." if parts else ""
+
+
+def _seed_counts(dataset: str, per_setting: dict[str, int]) -> str:
+    """``ml-100k 0 (infonce 2, macl 0)``: the least-run setting's seeds, and each setting's where they differ."""
+    fewest = min(per_setting.values())
+    if fewest == max(per_setting.values()):
+        return f"{dataset} {fewest}"
+    return f"{dataset} {fewest} (" + ", ".join(f"{s} {n}" for s, n in per_setting.items()) + ")"
 
 
 def simcse_note() -> str:
