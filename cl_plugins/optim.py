@@ -64,7 +64,7 @@ def set_epoch_length(module: nn.Module, steps_per_epoch: int) -> None:
 
     Example::
 
-        clp.set_epoch_length(model, len(loader) // accumulation_steps)
+        clp.set_epoch_length(model, math.ceil(len(loader) / accumulation_steps))  # a short last one steps too
     """
     from .base import ContrastiveLoss
 

@@ -109,7 +109,8 @@ def fit(
                                  "its result would be reported as a shorter run's. Pass --epochs >= "
                                  f"{counter.epoch}")  # fmt: skip
     unwrapped = accelerator.unwrap_model(model)
-    clp.set_epoch_length(unwrapped.loss_fn, len(loader))  # one optimizer step per batch of this process
+    # one optimizer step per batch of this process (a batch skip_batch drops, rare, shortens its epoch by a step)
+    clp.set_epoch_length(unwrapped.loss_fn, len(loader))
     losses: list[float] = []
     step = counter.epoch * len(loader)
     bar = tqdm(
