@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+import cl_plugins as clp
 from integrations.dcrec.graphs import similarity_graph, transition_graph
 from integrations.dcrec.model import DCRec, DCRecGraphs, build_dcrec_loss, dcrec_kl
 from integrations.dcrec.patch import DCRecCLLayer, patch_dcrec
@@ -114,7 +115,7 @@ def tiny_model(loss: str = "infonce", seed: int = 0) -> tuple[DCRec, tuple[torch
     return model, batch
 
 
-@pytest.mark.parametrize("loss", ["infonce", "temperature_free", "macl", "dystress", "amcl"])
+@pytest.mark.parametrize("loss", clp.available_losses())
 def test_forward_terms_and_gradients(loss):
     model, batch = tiny_model(loss)
     total = model(batch)
