@@ -69,6 +69,8 @@ def main() -> None:
     keep = stratified_subset(labels, args.images)
     loader = torch.utils.data.DataLoader(images[keep], batch_size=args.batch_size, shuffle=True, drop_last=True)
     model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+    # (3) a schedule counted in epochs (`cosine_schedule` with period_unit=epoch) needs an epoch's optimizer steps
+    clp.set_epoch_length(model, len(loader))
     augment = SSLAugment(size=32)
     for epoch in range(args.epochs):
         model.train()
@@ -77,7 +79,7 @@ def main() -> None:
             accelerator.backward(loss)
             optimizer.step()
             optimizer.zero_grad()
-            # (3) once per optimizer step: clamps `learnable`, advances `cosine_schedule`, a no-op for the others
+            # (4) once per optimizer step: clamps `learnable`, advances `cosine_schedule`, a no-op for the others
             clp.after_optimizer_step(accelerator.unwrap_model(model))
         stats = {k: round(v, 4) for k, v in accelerator.unwrap_model(model).loss_fn.stats.items()}
         accelerator.print(f"epoch {epoch + 1}: loss {loss.item():.4f} {stats}")
