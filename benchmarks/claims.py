@@ -50,7 +50,7 @@ def load_runs(path: Path = RESULTS / "claims_runs.json") -> list[dict[str, Any]]
 
 def is_current(row: dict[str, Any]) -> bool:
     """A row of a setting the runner still plans; rows of an earlier setting are kept but reported apart."""
-    return (row["strategy"], row["params"]) in SETTINGS[row["experiment"]]
+    return (row["strategy"], row["params"]) in SETTINGS.get(row["experiment"], [])
 
 
 def select(runs: list[dict], experiment: str, dataset: str, strategy: str | None = None,

@@ -284,6 +284,7 @@ def test_rows_of_a_replaced_setting_leave_the_cells_and_are_reported_apart() -> 
     runs += [row("cosine_schedule", now, s, 51.0 + s) for s in range(3)]  # +1 on every seed
     runs += [row("cosine_schedule", old, s, 47.0 + s) for s in range(3)]  # −3 on every seed
     assert claims.is_current(runs[3]) and not claims.is_current(runs[6])
+    assert not claims.is_current({**runs[0], "experiment": "retired-experiment"})
     text = claims.matrix(runs)
     (cells,) = [line for line in text.splitlines() if line.startswith("| cosine_schedule |")]
     assert "+1.00 [+1.00, +1.00] (n 3) better" in cells and "-3.00" not in cells
