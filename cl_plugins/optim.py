@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from torch import nn
+
+if TYPE_CHECKING:
+    from .base import ContrastiveLoss
 
 
 def no_weight_decay_names(model: nn.Module) -> set[str]:
@@ -48,11 +52,8 @@ def after_optimizer_step(module: nn.Module) -> None:
 
         loss.backward(); optimizer.step(); clp.after_optimizer_step(model)
     """
-    from .base import ContrastiveLoss  # the base imports the optimizer helpers' package
-
-    for sub in module.modules():
-        if isinstance(sub, ContrastiveLoss):
-            sub.after_optimizer_step()
+    for loss in losses_in(module):
+        loss.after_optimizer_step()
 
 
 def set_epoch_length(module: nn.Module, steps_per_epoch: int) -> None:
@@ -66,8 +67,12 @@ def set_epoch_length(module: nn.Module, steps_per_epoch: int) -> None:
 
         clp.set_epoch_length(model, math.ceil(len(loader) / accumulation_steps))  # a short last one steps too
     """
-    from .base import ContrastiveLoss
+    for loss in losses_in(module):
+        loss.set_epoch_length(steps_per_epoch)
 
-    for sub in module.modules():
-        if isinstance(sub, ContrastiveLoss):
-            sub.set_epoch_length(steps_per_epoch)
+
+def losses_in(module: nn.Module) -> Iterator[ContrastiveLoss]:
+    """Every cl-plugins loss inside ``module`` (the module itself included)."""
+    from .base import ContrastiveLoss  # the base imports the optimizer helpers' package
+
+    return (sub for sub in module.modules() if isinstance(sub, ContrastiveLoss))
