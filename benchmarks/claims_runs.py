@@ -24,6 +24,11 @@ Experiments:
 * ``vision-lt-200``: the long tail at 200 epochs, one seed: does a strategy's difference persist with twice the
   training? (No budget affordable here converges: ``infonce`` gains 3.7 kNN points from 100 to 200 epochs and
   3.1 from 200 to 400.)
+* ``vision-gpu``: GPU rows (run where a GPU is lent): the DySTreSS / MACL CIFAR-10 recipe on all 50,000 images
+  (ResNet-18 of width 64 with the CIFAR stem, batch 128, SGD 0.06, kNN k 200 and linear probe on the test set,
+  bf16 autocast; similarities and losses stay in float32), shortened to ``VISION_GPU["epochs"]`` epochs: a
+  session's device time is 30 minutes, for all five strategies at once (``infonce`` at τ 0.1, ``macl``,
+  ``dystress``, ``temperature_free``, ``dual_temperature``).
 * ``vision-lt-epochs``: the convergence check: ``infonce`` on the long tail at 400 epochs, to compare with its
   200-epoch row (``benchmarks/claims.py`` states each doubling's gain and which budget, if any, converges).
 
@@ -63,6 +68,10 @@ VISION = dict(subset_per_class=500, width=16, epochs=100, batch_size=128, lr=0.0
 BALANCED_PER_CLASS = 124
 #: the training budget of each vision experiment of the matrix (``vision-lt-epochs`` names its own per setting)
 VISION_EPOCHS = {"vision-lt": VISION["epochs"], "vision-lt-200": 200}
+#: the GPU rows' setting: the papers' recipe on full CIFAR-10 at the epochs one device session affords
+VISION_GPU = dict(subset_per_class=0, width=64, epochs=30, batch_size=128, lr=0.06, eval_every=0, linear_epochs=100,
+                  mixed_precision="bf16")  # fmt: skip
+VISION_GPU_STRATEGIES = ("infonce", "macl", "dystress", "temperature_free", "dual_temperature")
 
 
 def kukleva_scaled(epochs: int) -> dict[str, Any]:
@@ -80,10 +89,11 @@ SETTINGS: dict[str, list[tuple[str, dict[str, Any]]]] = {
     **{e: [(s, kukleva_scaled(epochs) if s == "cosine_schedule" else {}) for s in VISION_STRATEGIES]
        for e, epochs in VISION_EPOCHS.items()},
     "vision-lt-epochs": [("infonce", {"epochs": 400})],
+    "vision-gpu": [(s, {}) for s in VISION_GPU_STRATEGIES],
 }
 DATASETS = {"grace-pygcl": ["CiteSeer", "Cora"], "graphcl-tu": ["MUTAG", "PROTEINS", "NCI1", "IMDB-BINARY"],
             "dcrec-ml100k": ["ml-100k"], "vision-lt": ["cifar10_lt", "cifar10"],
-            "vision-lt-200": ["cifar10_lt"], "vision-lt-epochs": ["cifar10_lt"]}  # fmt: skip
+            "vision-lt-200": ["cifar10_lt"], "vision-lt-epochs": ["cifar10_lt"], "vision-gpu": ["cifar10"]}  # fmt: skip
 
 
 def grace_pygcl(
@@ -126,12 +136,27 @@ def dcrec_ml100k(
 
 def vision_lt(dataset: str, strategy: str, params: dict[str, Any], seed: int, workdir: Path, resume: bool = False,
               epochs: int = VISION["epochs"]) -> dict[str, Any]:  # fmt: skip
-    from integrations.vision import train as vision
-
     params = dict(params)
     setting = {**VISION, "epochs": params.pop("epochs", epochs)}  # the convergence check's longer run
     if dataset == "cifar10":
         setting["subset_per_class"] = BALANCED_PER_CLASS
+    return vision_run(dataset, strategy, params, seed, workdir, resume, setting)
+
+
+def vision_gpu(
+    dataset: str, strategy: str, params: dict[str, Any], seed: int, workdir: Path, resume: bool = False
+) -> dict[str, Any]:
+    import torch
+
+    if not torch.cuda.is_available():
+        raise SystemExit("vision-gpu: no CUDA device here; these rows are the GPU recipe (run them where one is)")
+    return vision_run(dataset, strategy, params, seed, workdir, resume, VISION_GPU)
+
+
+def vision_run(dataset: str, strategy: str, params: dict[str, Any], seed: int, workdir: Path, resume: bool,
+               setting: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+    from integrations.vision import train as vision
+
     cfg = vision.VisionConfig(dataset=dataset, loss=strategy, loss_args=params, seed=seed, output_dir=str(workdir),
                               log_with="none", progress=False, checkpoint_every=10, resume=resume,
                               **setting)  # fmt: skip
@@ -146,6 +171,7 @@ EXPERIMENTS: dict[str, Callable[..., dict[str, Any]]] = {
     "vision-lt": vision_lt,
     "vision-lt-200": functools.partial(vision_lt, epochs=VISION_EPOCHS["vision-lt-200"]),
     "vision-lt-epochs": vision_lt,
+    "vision-gpu": vision_gpu,
 }
 
 
@@ -162,7 +188,7 @@ def seeds_arg(text: str) -> list[int]:
 
 
 #: the experiments whose runs continue from their checkpoints (the others take minutes and start over)
-RESUMABLE = frozenset({"dcrec-ml100k", "vision-lt", "vision-lt-200", "vision-lt-epochs"})
+RESUMABLE = frozenset({"dcrec-ml100k", "vision-lt", "vision-lt-200", "vision-lt-epochs", "vision-gpu"})
 #: how often a run's clock saves its total (a kill loses at most this much of the recorded time)
 CLOCK_SECONDS = 30.0
 #: where a run's clock keeps its total, in the run's folder

@@ -13,8 +13,9 @@ from typing import Any
 def machine() -> str:
     import torch
 
+    gpu = f", {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ""
     return (
-        f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, "
+        f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads{gpu}, "
         f"torch {torch.__version__}, {datetime.date.today()}"
     )
 
