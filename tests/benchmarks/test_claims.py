@@ -54,7 +54,7 @@ def test_grace_rows_pair_by_seed() -> None:
 def test_every_claim_has_a_verdict_and_the_matrix_marks_cells() -> None:
     table = claims.claims_table([])
     body = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| paper")]
-    assert len(body) == 2 * 5 + 4 + len(claims.NOT_RUNNABLE)  # GRACE: micro and macro
+    assert len(body) == 2 * 5 + 4 + len(claims.GPU_CLAIMS) + len(claims.NOT_RUNNABLE)  # GRACE: micro and macro
     assert all(line.rstrip(" |").split(" | ")[-1] for line in body)
     runs = [{"experiment": "graphcl-tu", "dataset": "MUTAG", "strategy": s, "params": p, "seed": seed,
              "accuracy": acc, "seconds": sec}
@@ -293,3 +293,47 @@ def test_rows_of_a_replaced_setting_leave_the_cells_and_are_reported_apart() -> 
     assert "vision-lt cifar10_lt -3.00 [-3.00, -3.00] (n 3) worse" in earlier
     assert "20 epochs at 100, 40 epochs at 200" in text  # the setting of the cells is stated
     assert claims.earlier_lines([], runs) == []
+
+
+def _gpu(strategy: str, seed: int, knn: float, linear: float) -> dict:
+    return {"experiment": "vision-gpu", "dataset": "cifar10", "strategy": strategy, "params": {}, "seed": seed,
+            "knn_top1": knn, "linear_top1": linear, "seconds": 1000.0 + seed}  # fmt: skip
+
+
+def test_gpu_rows_pair_the_cifar_claims_by_seed_and_state_the_shortened_budget() -> None:
+    from benchmarks.claims_runs import VISION_GPU
+
+    runs = [_gpu("infonce", s, 67.0 + s, 73.0 + s) for s in range(5)]
+    runs += [_gpu("dystress", s, 69.5 + s + (0.5 if s == 4 else 0.0), 74.0 + s) for s in range(5)]  # + 2.5 / 2.6
+    runs += [_gpu("macl", s, 67.2 + s, 73.1 + s) for s in range(2)]
+    rows = {(r.paper, r.claim): r for r in claims.gpu_rows(runs)}
+    dys = rows[("DySTreSS", "DySTreSS 85.68 − SimCLR 83.65: +2.03")]
+    # differences 2.5, 2.5, 2.5, 2.5, 3.0: mean 2.6, sd sqrt(0.05), t(4) 2.776 -> ± 0.278
+    assert dys.number == "+2.60 [+2.32, +2.88] (n 5)"
+    assert dys.verdict.startswith(f"reproduced; a {VISION_GPU['epochs']}-epoch gain")
+    assert f"**{VISION_GPU['epochs']} of 200 epochs**" in dys.ours
+    assert "kNN top-1" in dys.ours
+    macl = rows[("MACL", "MACL 87.41 − NT-Xent 83.56: +3.85")]  # a linear-probe claim reads the probe
+    assert macl.number == "+0.10 [+0.10, +0.10] (n 2)" and macl.verdict.startswith("inconclusive (2 paired seeds")
+    assert "linear-probe top-1" in macl.ours and "not Adam 1e-3" in macl.ours
+    dual = rows[("Dual temperature", "SimCo 85.61 − MoCo v2 82.35: +3.26")]
+    assert (dual.number, dual.verdict) == ("not run yet", "pending")
+
+
+def test_strategies_trained_side_by_side_on_one_gpu_give_no_cost_ratio() -> None:
+    runs = [_gpu(s, seed, 67.0 + seed + (1.0 if s == "macl" else 0.0), 70.0) for s in ("infonce", "macl")
+            for seed in range(3)]  # fmt: skip
+    assert claims.column(runs, "vision-gpu", "cifar10", "knn_top1")["macl"][1] is None
+    assert "+1.00 [+1.00, +1.00] (n 3) better; no cost ratio (trained side by side)" in claims.matrix(runs)
+    assert ("the GPU rows (one seed per session that is lent a GPU): seeds of the least-run setting, of 3 planned: "
+            "cifar10 0 (infonce 3, macl 3, dystress 0, ") in claims.pending_note(runs)  # fmt: skip
+
+
+def test_the_gpu_experiment_refuses_a_machine_without_cuda(tmp_path, monkeypatch) -> None:
+    import torch
+
+    from benchmarks import claims_runs
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(SystemExit, match="no CUDA device"):
+        claims_runs.vision_gpu("cifar10", "infonce", {}, 0, tmp_path)
