@@ -351,7 +351,8 @@ def matrix(runs: list[dict]) -> str:
             cells.append(f"{diff.text()} {cell_mark(diff)}; {cost}")
         lines.append(f"| {strategy} | " + " | ".join(cells) + " |")
     lines += [*settings_lines(), "", *what_to_use(columns), *tau_search_lines(runs), *imbalance_lines(runs),
-              *convergence_lines(runs), *earlier_lines(earlier, runs), "", *not_in_matrix(runs)]  # fmt: skip
+              *convergence_lines(runs), *gpu_lines(runs), *earlier_lines(earlier, runs), "",
+              *not_in_matrix(runs)]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
@@ -366,6 +367,22 @@ def settings_lines() -> list[str]:
             "minutes trained the five strategies at once (so their times give no cost ratio), in bf16 autocast "
             "with similarities and losses in float32. At that budget kNN top-1 is in the high 60s, not the "
             "papers' mid-80s: the column compares strategies early in training."]
+
+
+def gpu_lines(runs: list[dict]) -> list[str]:
+    """The GPU rows themselves (both metrics, each strategy's mean over its seeds): the matrix cell shows kNN only."""
+    rows = [r for r in runs if r["experiment"] == "vision-gpu"]
+    if not rows:
+        return []
+    lines = ["", f"GPU rows (`claims_runs.py vision-gpu`, {VISION_GPU['epochs']} epochs; mean over seeds):", "",
+             "| strategy | seeds | kNN top-1 | linear-probe top-1 | seconds per run (side by side) |",
+             "|---|---|---:|---:|---:|"]  # fmt: skip
+    for strategy in sorted({r["strategy"] for r in rows}, key=lambda s: (s != "infonce", s)):
+        mine = [r for r in rows if r["strategy"] == strategy]
+        seeds = " ".join(str(r["seed"]) for r in sorted(mine, key=lambda r: r["seed"]))
+        lines.append(f"| {strategy} | {seeds} | {_mean(r['knn_top1'] for r in mine):.2f} | "
+                     f"{_mean(r['linear_top1'] for r in mine):.2f} | {_mean(r['seconds'] for r in mine):.0f} |")
+    return lines
 
 
 #: the matrix's metric of each experiment (also for the rows of earlier settings)

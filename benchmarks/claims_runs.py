@@ -28,7 +28,10 @@ Experiments:
   (ResNet-18 of width 64 with the CIFAR stem, batch 128, SGD 0.06, kNN k 200 and linear probe on the test set,
   bf16 autocast; similarities and losses stay in float32), shortened to ``VISION_GPU["epochs"]`` epochs: a
   session's device time is 30 minutes, for all five strategies at once (``infonce`` at τ 0.1, ``macl``,
-  ``dystress``, ``temperature_free``, ``dual_temperature``).
+  ``dystress``, ``temperature_free``, ``dual_temperature``). One process per strategy, side by side on the GPU
+  (each with its own ``--json``, merged afterwards): ``for s in infonce macl ...; do python
+  benchmarks/claims_runs.py vision-gpu --seeds 1 --strategies $s --json rows_$s.json --workdir work & done``.
+  An H200 runs the five at ~35 s per epoch each (five times one run's 16 s would be 80 s), ~1,040 s per run.
 * ``vision-lt-epochs``: the convergence check: ``infonce`` on the long tail at 400 epochs, to compare with its
   200-epoch row (``benchmarks/claims.py`` states each doubling's gain and which budget, if any, converges).
 
