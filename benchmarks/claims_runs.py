@@ -31,7 +31,8 @@ Experiments:
   ``dystress``, ``temperature_free``, ``dual_temperature``). One process per strategy, side by side on the GPU
   (each with its own ``--json``, merged afterwards): ``for s in infonce macl ...; do python
   benchmarks/claims_runs.py vision-gpu --seeds 1 --strategies $s --json rows_$s.json --workdir work & done``.
-  An H200 runs the five at ~35 s per epoch each (five times one run's 16 s would be 80 s), ~1,040 s per run.
+  On an H200 the five side by side took 1,020–1,049 s per 30-epoch run each, final evaluation included (one run
+  alone: 16 s for its first epoch).
 * ``vision-lt-epochs``: the convergence check: ``infonce`` on the long tail at 400 epochs, to compare with its
   200-epoch row (``benchmarks/claims.py`` states each doubling's gain and which budget, if any, converges).
 
