@@ -387,7 +387,7 @@ def gpu_lines(runs: list[dict]) -> list[str]:
 
 #: the matrix's metric of each experiment (also for the rows of earlier settings)
 METRIC = {"grace-pygcl": "micro_f1", "graphcl-tu": "accuracy", "dcrec-ml100k": "full/hr@10",
-          **dict.fromkeys((*VISION_EPOCHS, "vision-lt-epochs"), "knn_top1")}  # fmt: skip
+          **dict.fromkeys((*VISION_EPOCHS, "vision-lt-epochs", "vision-gpu"), "knn_top1")}  # fmt: skip
 #: why a setting was replaced: (strategy, its arguments as stored) -> reason
 REPLACED = {("cosine_schedule", '{"period": 400, "period_unit": "step"}'):
             "the loss's default period of 400 optimizer steps, 44 epochs of 9 steps here: 2.25 oscillations in "

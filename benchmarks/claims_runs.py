@@ -93,7 +93,8 @@ SETTINGS: dict[str, list[tuple[str, dict[str, Any]]]] = {
     **{e: [(s, kukleva_scaled(epochs) if s == "cosine_schedule" else {}) for s in VISION_STRATEGIES]
        for e, epochs in VISION_EPOCHS.items()},
     "vision-lt-epochs": [("infonce", {"epochs": 400})],
-    "vision-gpu": [(s, {}) for s in VISION_GPU_STRATEGIES],
+    # the budget is in the row key, so rows of another budget are never paired with these (nor reused)
+    "vision-gpu": [(s, {"epochs": VISION_GPU["epochs"]}) for s in VISION_GPU_STRATEGIES],
 }
 DATASETS = {"grace-pygcl": ["CiteSeer", "Cora"], "graphcl-tu": ["MUTAG", "PROTEINS", "NCI1", "IMDB-BINARY"],
             "dcrec-ml100k": ["ml-100k"], "vision-lt": ["cifar10_lt", "cifar10"],
@@ -154,7 +155,8 @@ def vision_gpu(
 
     if not torch.cuda.is_available():
         raise SystemExit("vision-gpu: no CUDA device here; these rows are the GPU recipe (run them where one is)")
-    return vision_run(dataset, strategy, params, seed, workdir, resume, VISION_GPU)
+    params = dict(params)
+    return vision_run(dataset, strategy, params, seed, workdir, resume, {**VISION_GPU, "epochs": params.pop("epochs")})
 
 
 def vision_run(dataset: str, strategy: str, params: dict[str, Any], seed: int, workdir: Path, resume: bool,

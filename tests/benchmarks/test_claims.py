@@ -296,8 +296,10 @@ def test_rows_of_a_replaced_setting_leave_the_cells_and_are_reported_apart() -> 
 
 
 def _gpu(strategy: str, seed: int, knn: float, linear: float) -> dict:
-    return {"experiment": "vision-gpu", "dataset": "cifar10", "strategy": strategy, "params": {}, "seed": seed,
-            "knn_top1": knn, "linear_top1": linear, "seconds": 1000.0 + seed}  # fmt: skip
+    from benchmarks.claims_runs import VISION_GPU
+
+    return {"experiment": "vision-gpu", "dataset": "cifar10", "strategy": strategy, "seed": seed, "knn_top1": knn,
+            "params": {"epochs": VISION_GPU["epochs"]}, "linear_top1": linear, "seconds": 1000.0 + seed}  # fmt: skip
 
 
 def test_gpu_rows_pair_the_cifar_claims_by_seed_and_state_the_shortened_budget() -> None:
@@ -318,6 +320,11 @@ def test_gpu_rows_pair_the_cifar_claims_by_seed_and_state_the_shortened_budget()
     assert "linear-probe top-1" in macl.ours and "not Adam 1e-3" in macl.ours
     dual = rows[("Dual temperature", "SimCo 85.61 − MoCo v2 82.35: +3.26")]
     assert (dual.number, dual.verdict) == ("not run yet", "pending")
+    # rows of another budget are another setting: never paired with these
+    longer = {**_gpu("dual_temperature", 0, 80.0, 80.0), "params": {"epochs": 2 * VISION_GPU["epochs"]}}
+    assert not claims.is_current(longer) and all(claims.is_current(r) for r in runs)
+    table = claims.claims_table([*runs, longer])
+    assert "| SimCo 85.61 − MoCo v2 82.35: +3.26 |" in table and "not run yet | pending |" in table
 
 
 def test_strategies_trained_side_by_side_on_one_gpu_give_no_cost_ratio() -> None:
@@ -338,4 +345,4 @@ def test_the_gpu_experiment_refuses_a_machine_without_cuda(tmp_path, monkeypatch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(SystemExit, match="no CUDA device"):
-        claims_runs.vision_gpu("cifar10", "infonce", {}, 0, tmp_path)
+        claims_runs.vision_gpu("cifar10", "infonce", {"epochs": 30}, 0, tmp_path)
