@@ -28,19 +28,20 @@ Experiments:
   (ResNet-18 of width 64 with the CIFAR stem, batch 128, SGD 0.06, kNN k 200 and linear probe on the test set,
   bf16 autocast; similarities and losses stay in float32), shortened to ``VISION_GPU["epochs"]`` epochs: a
   session's device time is 30 minutes, for all five strategies at once (``infonce`` at τ 0.1, ``macl``,
-  ``dystress``, ``temperature_free``, ``dual_temperature``). One process per strategy, side by side on the GPU
-  (each with its own ``--json``, merged afterwards): ``for s in infonce macl ...; do python
-  benchmarks/claims_runs.py vision-gpu --seeds 1 --strategies $s --json rows_$s.json --workdir work & done``.
-  On an H200 the five side by side took 1,020–1,049 s per 30-epoch run each, final evaluation included (one run
-  alone: 16 s for its first epoch).
+  ``dystress``, ``temperature_free``, ``dual_temperature``), side by side on the GPU:
+  ``OMP_NUM_THREADS=3 python benchmarks/claims_runs.py vision-gpu --seeds 1 --parallel 5 --reuse``. On an H200
+  the five side by side took 1,020–1,049 s per 30-epoch run each, final evaluation included (one run alone: 16 s
+  for its first epoch).
 * ``vision-lt-epochs``: the convergence check: ``infonce`` on the long tail at 400 epochs, to compare with its
   200-epoch row (``benchmarks/claims.py`` states each doubling's gain and which budget, if any, converges).
 
-Rows go to ``--json`` (default ``docs/results/claims_runs.json``); ``benchmarks/claims.py`` turns them into
-the claims table and the strategy × modality matrix. Runs longer than a sitting (DCRec to convergence: hours
-each) take ``--workdir``: each run keeps its checkpoints in its own folder there, and a run that was killed
-continues from its last checkpoint when the same command is started again (its row's ``seconds`` count every
-sitting, ``sittings`` how many there were).
+``--parallel N`` runs N planned runs at once, each in its own process (a GPU or many cores; DCRec on an H200:
+eight side by side took ~30 s per epoch each, against ~115 s for one run on one CPU thread), and still writes the
+rows one at a time. Rows go to ``--json`` (default ``docs/results/claims_runs.json``); ``benchmarks/claims.py``
+turns them into the claims table and the strategy × modality matrix. Runs longer than a sitting (DCRec to
+convergence: hours each) take ``--workdir``: each run keeps its checkpoints in its own folder there, and a run
+that was killed continues from its last checkpoint when the same command is started again (its row's
+``seconds`` count every sitting, ``sittings`` how many there were).
 """
 
 from __future__ import annotations
@@ -49,12 +50,14 @@ import argparse
 import functools
 import hashlib
 import json
+import multiprocessing
 import shutil
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -255,6 +258,48 @@ def planned(experiment: str, datasets: list[str], seeds: list[int], strategies: 
                            "seed": seed}  # fmt: skip
 
 
+def run_planned(experiment: str, plan: dict[str, Any], workdir: Path | None) -> dict[str, Any]:
+    """One planned run in its ``--workdir`` folder, else in a temporary one (then a killed run starts over)."""
+    if workdir is None:
+        with tempfile.TemporaryDirectory(prefix="claims-") as folder:
+            return run_one(experiment, plan, Path(folder))
+    return run_one(experiment, plan, run_folder(workdir, plan))
+
+
+def store(results: dict[str, Any], row: dict[str, Any], path: Path, workdir: Path | None) -> None:
+    """Write ``row`` to ``path`` (replacing a row of the same key), then drop its checkpoints: no longer needed."""
+    results["rows"] = [r for r in results["rows"] if row_key(r) != row_key(row)] + [row]
+    atomic.write_json(path, results)
+    if workdir is not None:
+        shutil.rmtree(run_folder(workdir, row))
+    print(json.dumps({k: v for k, v in row.items() if k != "machine"}), flush=True)
+
+
+def run_all(experiment: str, plans: list[dict[str, Any]], workdir: Path | None, path: Path, results: dict[str, Any],
+            parallel: int = 1, pool: Executor | None = None) -> None:  # fmt: skip
+    """Every plan, ``parallel`` at a time (each in its own process unless a ``pool`` is given); this process alone
+    writes ``path``, a row as soon as its run ends. A failed run stops the others only when ``parallel`` is 1;
+    otherwise the others finish and are stored, and the failures are reported at the end."""
+    if parallel == 1 and pool is None:
+        for plan in plans:
+            store(results, run_planned(experiment, plan, workdir), path, workdir)
+        return
+    failed = []
+    # spawn: a child must not inherit a parent's CUDA state or threads
+    with pool or ProcessPoolExecutor(parallel, mp_context=multiprocessing.get_context("spawn")) as executor:
+        futures = {executor.submit(run_planned, experiment, plan, workdir): plan for plan in plans}
+        for future in as_completed(futures):
+            try:
+                store(results, future.result(), path, workdir)
+            except (Exception, SystemExit) as exc:  # SystemExit: a run's one-line refusal
+                plan = futures[future]
+                failed.append(f"{plan['strategy']} {plan['params']} seed {plan['seed']}: {exc!r}")
+                print(f"failed: {failed[-1]}", file=sys.stderr, flush=True)
+    if failed:
+        raise SystemExit(f"{len(failed)} of {len(plans)} runs failed (their rows are not written): " +
+                         "; ".join(failed))  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("experiment", choices=sorted(EXPERIMENTS), help="which experiment")
@@ -265,24 +310,18 @@ def main() -> None:
     parser.add_argument("--reuse", action="store_true", help="keep rows of the same settings and seed")
     parser.add_argument("--workdir", type=Path, help="keep each run's checkpoints here, so that a killed run "
                         "continues when started again (default: a temporary folder; a killed run starts over)")
+    parser.add_argument("--parallel", type=int, default=1, help="runs at once, each in its own process (a GPU or "
+                        "many cores shared side by side; set OMP_NUM_THREADS per process); rows are still written "
+                        "one at a time, each as its run ends (default: 1)")  # fmt: skip
     args = parser.parse_args()
+    if args.parallel < 1:
+        parser.error(f"--parallel must be >= 1, got {args.parallel}")
     seeds = [s for text in args.seeds for s in seeds_arg(text)]
     results = json.loads(args.json.read_text()) if args.json.exists() else {"rows": []}
     done = {row_key(r) for r in results["rows"]} if args.reuse else set()
-    for plan in planned(args.experiment, args.datasets or DATASETS[args.experiment], seeds, args.strategies):
-        if row_key(plan) in done:
-            continue
-        folder = None if args.workdir is None else run_folder(args.workdir, plan)
-        if folder is None:
-            with tempfile.TemporaryDirectory(prefix="claims-") as workdir:
-                row = run_one(args.experiment, plan, Path(workdir))
-        else:
-            row = run_one(args.experiment, plan, folder)
-        results["rows"] = [r for r in results["rows"] if row_key(r) != row_key(row)] + [row]
-        atomic.write_json(args.json, results)
-        if folder is not None:  # the row is stored: its checkpoints are not needed again
-            shutil.rmtree(folder)
-        print(json.dumps({k: v for k, v in row.items() if k != "machine"}), flush=True)
+    plans = [p for p in planned(args.experiment, args.datasets or DATASETS[args.experiment], seeds, args.strategies)
+             if row_key(p) not in done]  # fmt: skip
+    run_all(args.experiment, plans, args.workdir, args.json, results, args.parallel)
 
 
 if __name__ == "__main__":

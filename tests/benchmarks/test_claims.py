@@ -346,3 +346,47 @@ def test_the_gpu_experiment_refuses_a_machine_without_cuda(tmp_path, monkeypatch
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(SystemExit, match="no CUDA device"):
         claims_runs.vision_gpu("cifar10", "infonce", {"epochs": 30}, 0, tmp_path)
+
+
+def test_parallel_runs_are_stored_one_at_a_time_as_each_ends_and_failures_do_not_lose_the_others(
+    tmp_path, monkeypatch
+) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from benchmarks import claims_runs
+
+    def experiment(dataset, strategy, params, seed, workdir, resume=False):
+        if seed == 1:
+            raise ValueError("broken run")
+        time.sleep(0.3 if seed == 0 else 0.0)  # seed 2 ends first
+        return {"accuracy": 70.0 + seed}
+
+    monkeypatch.setitem(claims_runs.EXPERIMENTS, "graphcl-tu", experiment)
+    plans = list(claims_runs.planned("graphcl-tu", ["MUTAG"], [0, 1, 2], ["infonce"]))
+    out, work, results = tmp_path / "rows.json", tmp_path / "work", {"rows": []}
+    with pytest.raises(SystemExit, match=r"1 of 3 runs failed .*infonce \{\} seed 1: ValueError\('broken run'\)"):
+        claims_runs.run_all("graphcl-tu", plans, work, out, results, parallel=3, pool=ThreadPoolExecutor(3))
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["seed"], r["accuracy"]) for r in rows] == [(2, 72.0), (0, 70.0)]  # in the order they ended
+    assert not [f for f in work.iterdir() if "seed1" not in f.name]  # stored runs leave no checkpoints
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="the refusal tested needs a machine without CUDA")
+def test_parallel_runs_in_child_processes_report_each_refusal(tmp_path) -> None:
+    from benchmarks import claims_runs
+
+    plans = list(claims_runs.planned("vision-gpu", ["cifar10"], [0], ["infonce", "macl"]))
+    with pytest.raises(SystemExit, match="2 of 2 runs failed .*no CUDA device"):
+        claims_runs.run_all("vision-gpu", plans, None, tmp_path / "rows.json", {"rows": []}, parallel=2)
+    assert not (tmp_path / "rows.json").exists()
+
+
+def test_parallel_must_be_positive(monkeypatch, capsys) -> None:
+    import sys
+
+    from benchmarks import claims_runs
+
+    monkeypatch.setattr(sys, "argv", ["claims_runs.py", "graphcl-tu", "--parallel", "0"])
+    with pytest.raises(SystemExit):
+        claims_runs.main()
+    assert "--parallel must be >= 1, got 0" in capsys.readouterr().err
