@@ -290,11 +290,13 @@ def run_all(experiment: str, plans: list[dict[str, Any]], workdir: Path | None, 
         futures = {executor.submit(run_planned, experiment, plan, workdir): plan for plan in plans}
         for future in as_completed(futures):
             try:
-                store(results, future.result(), path, workdir)
+                row = future.result()
             except (Exception, SystemExit) as exc:  # SystemExit: a run's one-line refusal
                 plan = futures[future]
-                failed.append(f"{plan['strategy']} {plan['params']} seed {plan['seed']}: {exc!r}")
+                failed.append(f"{plan['dataset']} {plan['strategy']} {plan['params']} seed {plan['seed']}: {exc!r}")
                 print(f"failed: {failed[-1]}", file=sys.stderr, flush=True)
+                continue
+            store(results, row, path, workdir)
     if failed:
         raise SystemExit(f"{len(failed)} of {len(plans)} runs failed (their rows are not written): " +
                          "; ".join(failed))  # fmt: skip

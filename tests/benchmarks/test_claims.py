@@ -364,7 +364,7 @@ def test_parallel_runs_are_stored_one_at_a_time_as_each_ends_and_failures_do_not
     monkeypatch.setitem(claims_runs.EXPERIMENTS, "graphcl-tu", experiment)
     plans = list(claims_runs.planned("graphcl-tu", ["MUTAG"], [0, 1, 2], ["infonce"]))
     out, work, results = tmp_path / "rows.json", tmp_path / "work", {"rows": []}
-    with pytest.raises(SystemExit, match=r"1 of 3 runs failed .*infonce \{\} seed 1: ValueError\('broken run'\)"):
+    with pytest.raises(SystemExit, match=r"1 of 3 runs failed .*MUTAG infonce \{\} seed 1: ValueError\('broken run'\)"):
         claims_runs.run_all("graphcl-tu", plans, work, out, results, parallel=3, pool=ThreadPoolExecutor(3))
     rows = json.loads(out.read_text())["rows"]
     assert [(r["seed"], r["accuracy"]) for r in rows] == [(2, 72.0), (0, 70.0)]  # in the order they ended
