@@ -22,7 +22,7 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -162,26 +162,49 @@ def tu_rows(runs: list[dict]) -> list[Row]:
     return rows
 
 
-#: the CIFAR-10 claims the GPU rows check: (paper, setting, claim, strategy, baseline, claimed gain, what differs)
-GPU_CLAIMS = (
-    ("DySTreSS", "CIFAR-10 SimCLR, ResNet-18, SGD 0.06, batch 128, 200 epochs, kNN k 200",
-     "DySTreSS 85.68 − SimCLR 83.65", "dystress", "infonce", 85.68 - 83.65, ""),
-    ("DySTreSS", "CIFAR-10 SimCLR, ResNet-18, SGD 0.06, batch 128, 200 epochs, kNN k 200",
-     "MACL (their reproduction) 84.85 − SimCLR 83.65", "macl", "infonce", 84.85 - 83.65, ""),
-    ("DySTreSS", "CIFAR-10 SimCLR, ResNet-18, SGD 0.06, batch 128, 200 epochs, kNN k 200",
-     "DySTreSS 85.68 − MACL 84.85", "dystress", "macl", 85.68 - 84.85, ""),
-    ("MACL", "CIFAR-10 SimCLR, ResNet-18, Adam 1e-3, batch 128, 200 epochs, kNN k 200",
-     "MACL 84.85 − NT-Xent 79.78", "macl", "infonce", 84.85 - 79.78, "; SGD 0.06 (DySTreSS's recipe), not Adam 1e-3"),
-    ("MACL", "CIFAR-10 SimCLR, ResNet-18, Adam 1e-3, batch 128, 200 epochs, linear",
-     "MACL 87.41 − NT-Xent 83.56", "macl", "infonce", 87.41 - 83.56, "; SGD 0.06 (DySTreSS's recipe), not Adam 1e-3"),
-    ("Dual temperature", "CIFAR-10, ResNet-18, batch 256, 200 epochs, online linear",
-     "SimCo 85.61 − MoCo v2 82.35", "dual_temperature", "infonce", 85.61 - 82.35,
-     "; dual temperature in SimCLR against SimCLR (not SimCo against MoCo v2), batch 128, linear probe after "
-     "training (not online)"),
-)  # fmt: skip
-METRIC_NAMES = {"knn_top1": "kNN top-1", "linear_top1": "linear-probe top-1"}
+class GpuClaim(NamedTuple):
+    """One CIFAR-10 claim the GPU rows check: ``claimed`` − ``against`` (each a paper's label and number)."""
+
+    paper: str
+    setting: str
+    metric: str
+    claimed: tuple[str, float]
+    against: tuple[str, float]
+    strategy: str
+    baseline: str
+    differs: str = ""
+
+    @property
+    def gain(self) -> float:
+        return self.claimed[1] - self.against[1]
+
+    def text(self) -> str:
+        (name, value), (base, base_value) = self.claimed, self.against
+        return f"{name} {value:.2f} − {base} {base_value:.2f}: {self.gain:+.2f}"
+
+
 #: the papers' CIFAR-10 budget, against which the GPU rows' epochs are stated
 PAPER_CIFAR_EPOCHS = 200
+#: SimCLR's kNN top-1 in the DySTreSS paper's CIFAR-10 table (200 epochs), the level the GPU rows are short of
+DYSTRESS_SIMCLR = ("SimCLR", 83.65)
+_DYSTRESS = f"CIFAR-10 SimCLR, ResNet-18, SGD 0.06, batch 128, {PAPER_CIFAR_EPOCHS} epochs, kNN k 200"
+_MACL = f"CIFAR-10 SimCLR, ResNet-18, Adam 1e-3, batch 128, {PAPER_CIFAR_EPOCHS} epochs"
+_NOT_ADAM = "; SGD 0.06 (DySTreSS's recipe), not Adam 1e-3"
+GPU_CLAIMS = (
+    GpuClaim("DySTreSS", _DYSTRESS, "knn_top1", ("DySTreSS", 85.68), DYSTRESS_SIMCLR, "dystress", "infonce"),
+    GpuClaim("DySTreSS", _DYSTRESS, "knn_top1", ("MACL (their reproduction)", 84.85), DYSTRESS_SIMCLR, "macl",
+             "infonce"),
+    GpuClaim("DySTreSS", _DYSTRESS, "knn_top1", ("DySTreSS", 85.68), ("MACL", 84.85), "dystress", "macl"),
+    GpuClaim("MACL", f"{_MACL}, kNN k 200", "knn_top1", ("MACL", 84.85), ("NT-Xent", 79.78), "macl", "infonce",
+             _NOT_ADAM),
+    GpuClaim("MACL", f"{_MACL}, linear", "linear_top1", ("MACL", 87.41), ("NT-Xent", 83.56), "macl", "infonce",
+             _NOT_ADAM),
+    GpuClaim("Dual temperature", f"CIFAR-10, ResNet-18, batch 256, {PAPER_CIFAR_EPOCHS} epochs, online linear",
+             "linear_top1", ("SimCo", 85.61), ("MoCo v2", 82.35), "dual_temperature", "infonce",
+             "; dual temperature in SimCLR against SimCLR (not SimCo against MoCo v2), batch 128, linear probe "
+             "after training (not online)"),
+)  # fmt: skip
+METRIC_NAMES = {"knn_top1": "kNN top-1", "linear_top1": "linear-probe top-1"}
 
 
 def gpu_rows(runs: list[dict]) -> list[Row]:
@@ -189,17 +212,16 @@ def gpu_rows(runs: list[dict]) -> list[Row]:
     epochs = VISION_GPU["epochs"]
     shortened = f"; **{epochs} of {PAPER_CIFAR_EPOCHS} epochs** (one device session's 30 minutes for all five)"
     rows = []
-    for paper, setting, claim, strategy, baseline, gain, differs in GPU_CLAIMS:
-        metric = "linear_top1" if "linear" in setting else "knn_top1"
+    for c in GPU_CLAIMS:
         ours = (f"GPU rows (`claims_runs.py vision-gpu`, H200): ResNet-18 width 64, batch 128, SGD 0.06, "
-                f"{METRIC_NAMES[metric]} on all 10,000 test images, bf16 autocast{differs}{shortened}")
-        mine, base = (scores(runs, "vision-gpu", "cifar10", s, metric) for s in (strategy, baseline))
+                f"{METRIC_NAMES[c.metric]} on all 10,000 test images, bf16 autocast{c.differs}{shortened}")
+        mine, base = (scores(runs, "vision-gpu", "cifar10", s, c.metric) for s in (c.strategy, c.baseline))
         if not set(mine) & set(base):
-            rows.append(Row(paper, setting, f"{claim}: {gain:+.2f}", ours, "not run yet", "pending"))
+            rows.append(Row(c.paper, c.setting, c.text(), ours, "not run yet", "pending"))
             continue
         diff = paired_by_key(mine, base)
-        verdict = gain_verdict(diff, gain) + f"; a {epochs}-epoch gain, not the paper's {PAPER_CIFAR_EPOCHS}-epoch one"
-        rows.append(Row(paper, setting, f"{claim}: {gain:+.2f}", ours, diff.text(), verdict))
+        budget = f"; a {epochs}-epoch gain, not the paper's {PAPER_CIFAR_EPOCHS}-epoch one"
+        rows.append(Row(c.paper, c.setting, c.text(), ours, diff.text(), gain_verdict(diff, c.gain) + budget))
     return rows
 
 
@@ -363,19 +385,20 @@ def settings_lines(runs: list[dict]) -> list[str]:
     return ["", f"Settings: `cosine_schedule` in the vision columns runs τ from 0.1 to 1 with Kukleva et al.'s five "
             f"oscillations per run (their period is 400 of 2,000 epochs; here {periods}), τ held for an epoch.",
             "", f"The GPU column is the DySTreSS / MACL CIFAR-10 recipe (ResNet-18 of width 64, batch 128, SGD 0.06, "
-            f"kNN k 200) on a lent H200, cut to {VISION_GPU['epochs']} of its 200 epochs: a session's 30 device "
-            "minutes trained the five strategies at once (so their times give no cost ratio), in bf16 autocast "
-            f"with similarities and losses in float32.{_gpu_level(runs)}"]
+            f"kNN k 200) on a lent H200, cut to {VISION_GPU['epochs']} of its {PAPER_CIFAR_EPOCHS} epochs: a "
+            "session's 30 device minutes trained the five strategies at once (so their times give no cost ratio), "
+            f"in bf16 autocast with similarities and losses in float32.{_gpu_level(runs)}"]
 
 
 def _gpu_level(runs: list[dict]) -> str:
-    """How far the GPU rows' budget is from the papers' level (their SimCLR: 83.65 kNN top-1 at 200 epochs)."""
+    """How far the GPU rows' budget is from the papers' level (the DySTreSS paper's SimCLR)."""
     base = scores(runs, "vision-gpu", "cifar10", "infonce", "knn_top1")
     if not base:
         return ""
+    name, level = DYSTRESS_SIMCLR
     return (f" At that budget `infonce` reaches {_mean(base.values()):.2f} kNN top-1 (mean, n {len(base)}), "
-            "against 83.65 for SimCLR at 200 epochs in the DySTreSS paper: the column compares strategies early in "
-            "training.")  # fmt: skip
+            f"against {level:.2f} for {name} at {PAPER_CIFAR_EPOCHS} epochs in the DySTreSS paper: the column "
+            "compares strategies early in training.")  # fmt: skip
 
 
 def gpu_lines(runs: list[dict]) -> list[str]:
