@@ -1,6 +1,7 @@
-"""A tiny Lightning run of ``ContrastiveModule`` (one or several CPU processes); rank 0 saves the final weights.
+"""Tiny Lightning runs of ``ContrastiveModule`` (one or several CPU processes), one per strategy in turn; rank 0
+saves each run's final weights, keyed by strategy (one launch for all strategies: the start-up is most of a run).
 
-    python tests/integrations/lightning_run.py OUT LOSS DEVICES STEPS
+    python tests/integrations/lightning_run.py OUT LOSS[,LOSS...] DEVICES STEPS
 """
 
 from __future__ import annotations
@@ -38,22 +39,35 @@ class RankRows(Dataset):
         return self.x[row], self.y[row]
 
 
-def main(out: str, loss: str, devices: int, steps: int) -> None:
-    warnings.filterwarnings("ignore")
+def loss_args(loss: str) -> dict:
+    """Arguments a strategy needs here: the embeddings' width where it builds on it (AMCL's heads)."""
+    feature_dim = clp.get_loss_class(loss).feature_dim_arg
+    return {"init_tau": 0.2} if loss == "learnable" else {feature_dim: 4} if feature_dim else {}
+
+
+def fit(loss: str, devices: int, steps: int) -> dict[str, torch.Tensor] | None:
+    """One run; rank 0 returns its final weights."""
     torch.manual_seed(0)
     data = RankRows(torch.randn(GLOBAL_BATCH * steps, D, dtype=torch.float64), devices)
     loader = DataLoader(data, batch_size=GLOBAL_BATCH // devices, shuffle=False)
     encoder = torch.nn.Linear(D, 4).double()
-    loss_fn = clp.build_loss(loss, **({"init_tau": 0.2} if loss == "learnable" else {})).double()
+    loss_fn = clp.build_loss(loss, **loss_args(loss)).double()
     module = ContrastiveModule(encoder, loss_fn, lr=0.5, weight_decay=0.1, optimizer="sgd")
     trainer = Trainer(max_epochs=1, accelerator="cpu", devices=devices, strategy="ddp" if devices > 1 else "auto",
                       callbacks=[StrategyCallback()], logger=False, enable_checkpointing=False,
                       enable_progress_bar=False, enable_model_summary=False, use_distributed_sampler=False)  # fmt: skip
     trainer.fit(module, loader)
-    if trainer.is_global_zero:
-        torch.save({k: v.detach().cpu() for k, v in module.state_dict().items()}, out)
+    weights = {k: v.detach().cpu() for k, v in module.state_dict().items()} if trainer.is_global_zero else None
     del trainer, module, encoder, loss_fn  # DDP's reducer holds the process group: it goes first
-    leave_process_group(opened_for_us=True)  # Lightning leaves it open; gloo may abort at exit
+    leave_process_group(opened_for_us=True)  # Lightning leaves it open (the next run opens its own)
+    return weights
+
+
+def main(out: str, losses: str, devices: int, steps: int) -> None:
+    warnings.filterwarnings("ignore")
+    weights = {loss: fit(loss, devices, steps) for loss in losses.split(",")}
+    if None not in weights.values():  # rank 0
+        torch.save(weights, out)
 
 
 if __name__ == "__main__":

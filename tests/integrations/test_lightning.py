@@ -1,6 +1,6 @@
 """The Lightning recipe: a learned temperature trains without weight decay, the per-step hook runs once per
 optimizer step (also under gradient accumulation), and two CPU processes under ``strategy="ddp"`` end with the
-weights of one process on the global batch."""
+weights of one process on the global batch, for every registered strategy."""
 
 from __future__ import annotations
 
@@ -59,18 +59,22 @@ def test_a_schedule_in_epochs_learns_the_optimizer_steps_of_an_epoch():
     assert module.loss_fn.temperature() == pytest.approx(module.loss_fn.tau_min + 0.5 * (1.0 - 0.1))  # epoch 1 of 4
 
 
-def _run(tmp_path: Path, loss: str, devices: int) -> dict[str, torch.Tensor]:
-    out = tmp_path / f"{loss}_{devices}.pt"
-    result = subprocess.run([sys.executable, str(SCRIPT), str(out), loss, str(devices), "2"], capture_output=True,
-                            text=True, timeout=300)  # fmt: skip
+def _run(tmp_path: Path, losses: list[str], devices: int) -> dict[str, dict[str, torch.Tensor]]:
+    out = tmp_path / f"weights_{devices}.pt"
+    result = subprocess.run([sys.executable, str(SCRIPT), str(out), ",".join(losses), str(devices), "2"],
+                            capture_output=True, text=True, timeout=600)  # fmt: skip
     assert result.returncode == 0, result.stderr[-4000:]
     return torch.load(out)
 
 
 @pytest.mark.distributed
-@pytest.mark.parametrize("loss", ["infonce", "learnable", "macl"])
-def test_two_processes_train_like_one_on_the_global_batch(tmp_path, loss):
-    one, two = _run(tmp_path, loss, 1), _run(tmp_path, loss, 2)
-    assert one.keys() == two.keys()
-    for key in one:
-        torch.testing.assert_close(two[key], one[key], rtol=1e-9, atol=1e-12)
+def test_two_processes_train_like_one_on_the_global_batch(tmp_path):
+    losses = clp.available_losses()
+    one, two = _run(tmp_path, losses, 1), _run(tmp_path, losses, 2)
+    assert list(one) == list(two) == losses
+    for loss in losses:
+        assert one[loss].keys() == two[loss].keys()
+        for key in one[loss]:
+            where = f"{loss} {key}"
+            torch.testing.assert_close(two[loss][key], one[loss][key], rtol=1e-9, atol=1e-12,
+                                       msg=lambda m, where=where: f"{where}: {m}")  # fmt: skip
