@@ -39,19 +39,13 @@ class RankRows(Dataset):
         return self.x[row], self.y[row]
 
 
-def loss_args(loss: str) -> dict:
-    """Arguments a strategy needs here: the embeddings' width where it builds on it (AMCL's heads)."""
-    feature_dim = clp.get_loss_class(loss).feature_dim_arg
-    return {"init_tau": 0.2} if loss == "learnable" else {feature_dim: 4} if feature_dim else {}
-
-
 def fit(loss: str, devices: int, steps: int) -> dict[str, torch.Tensor] | None:
     """One run; rank 0 returns its final weights."""
     torch.manual_seed(0)
     data = RankRows(torch.randn(GLOBAL_BATCH * steps, D, dtype=torch.float64), devices)
     loader = DataLoader(data, batch_size=GLOBAL_BATCH // devices, shuffle=False)
     encoder = torch.nn.Linear(D, 4).double()
-    loss_fn = clp.build_loss(loss, **loss_args(loss)).double()
+    loss_fn = clp.build_host_loss(loss, host_tau=0.2, feature_dim=4).double()  # feature_dim: AMCL's heads
     module = ContrastiveModule(encoder, loss_fn, lr=0.5, weight_decay=0.1, optimizer="sgd")
     trainer = Trainer(max_epochs=1, accelerator="cpu", devices=devices, strategy="ddp" if devices > 1 else "auto",
                       callbacks=[StrategyCallback()], logger=False, enable_checkpointing=False,
