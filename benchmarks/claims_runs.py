@@ -30,8 +30,8 @@ Experiments:
   session's device time is 30 minutes, for all five strategies at once (``infonce`` at τ 0.1, ``macl``,
   ``dystress``, ``temperature_free``, ``dual_temperature``), side by side on the GPU:
   ``OMP_NUM_THREADS=3 python benchmarks/claims_runs.py vision-gpu --seeds 1 --parallel 5 --reuse``. On an H200
-  the five side by side took 1,020–1,049 s per 30-epoch run each, final evaluation included (one run alone: 16 s
-  for its first epoch).
+  the five side by side took 1,020–1,083 s per 30-epoch run each (seeds 0 and 1), final evaluation included (one
+  run alone: 16 s for its first epoch); two seeds at once (ten runs) would not fit a session's 30 device minutes.
 * ``vision-lt-epochs``: the convergence check: ``infonce`` on the long tail at 400 epochs, to compare with its
   200-epoch row (``benchmarks/claims.py`` states each doubling's gain and which budget, if any, converges).
 
