@@ -467,6 +467,13 @@ def cell_mark(diff: Interval) -> str:
     return diff.mark()
 
 
+def _shared_runs(columns: dict[str, dict]) -> str:
+    """Columns that score the same runs (DCRec's ranking protocols) are not independent chances of a mark."""
+    dcrec = [name for name in columns if name.startswith("DCRec") and columns[name]]
+    return (f" The {len(dcrec)} DCRec columns score the same runs under different ranking protocols, so their marks "
+            "are not independent.") if len(dcrec) > 1 else ""  # fmt: skip
+
+
 def what_to_use(columns: dict[str, dict]) -> list[str]:
     """The paragraph the numbers support: per strategy, in how many settings it was better / worse / no different."""
     lines = ["## What to use", ""]
@@ -479,14 +486,14 @@ def what_to_use(columns: dict[str, dict]) -> list[str]:
             counts[strategy] = {m: marks.count(m) for m in ("better", "worse", "no detectable difference")}
             counts[strategy]["settings"] = len(marks)
     for strategy, c in counts.items():
-        settings = f"{c['settings']} setting" + ("s" if c["settings"] > 1 else "")
-        lines.append(f"- `{strategy}`: {settings}: better in {c['better']}, worse in {c['worse']}, "
+        marked = f"{c['settings']} cell" + ("s" if c["settings"] > 1 else "")
+        lines.append(f"- `{strategy}`: {marked}: better in {c['better']}, worse in {c['worse']}, "
                      f"no detectable difference in {c['no detectable difference']}.")  # fmt: skip
     cells = sum(c["settings"] for c in counts.values())
     if cells:
         lines += ["", f"With {cells} marked cells at 95% each, about {cells / 20:.1f} better-or-worse marks are "
                   f"expected by chance alone; a single mark is not a finding. Cells with fewer than "
-                  f"{MATRIX_MIN_SEEDS} paired seeds are not marked or counted."]  # fmt: skip
+                  f"{MATRIX_MIN_SEEDS} paired seeds are not marked or counted.{_shared_runs(columns)}"]  # fmt: skip
     if counts and all(c["better"] <= c["worse"] for c in counts.values()):
         lines += ["", "No strategy is better than a fixed τ in more settings than it is worse: on this evidence a "
                   "well-chosen fixed τ is as good a default, and a change of strategy is an experiment to run on "

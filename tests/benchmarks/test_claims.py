@@ -166,7 +166,7 @@ def test_cells_with_fewer_than_three_seeds_are_neither_marked_nor_counted() -> N
     text = claims.matrix(runs)
     assert "+2.25 [-0.93, +5.43] (n 2) no mark (fewer than 3 seeds)" in text  # 2.25 ± 12.706 · 0.25
     third = {"infonce": ({0: 48.0, 1: 48.5, 2: 47.0}, 1.0), "macl": ({0: 50.0, 1: 51.0, 2: 49.0}, 1.0)}
-    assert "- `macl`: 1 setting: better in 1, worse in 0" in "\n".join(claims.what_to_use({"c": third}))
+    assert "- `macl`: 1 cell: better in 1, worse in 0" in "\n".join(claims.what_to_use({"c": third}))
 
 
 def test_the_balanced_vision_control_matches_the_long_tail_in_size() -> None:
@@ -265,6 +265,7 @@ def test_dcrec_has_one_column_per_ranking_protocol_in_order() -> None:
     sampled = next(name for name in cells if "100 popularity-sampled negatives" in name)
     assert cells[full].startswith("+1.00 [+1.00, +1.00] (n 3) better")
     assert cells[sampled].startswith("-2.00 [-2.00, -2.00] (n 3) worse")
+    assert "The 2 DCRec columns score the same runs" in text
 
 
 def test_the_long_tail_line_is_a_difference_of_paired_differences() -> None:
