@@ -343,6 +343,11 @@ DCREC_PROTOCOLS = {
 }
 
 
+def dcrec_header(protocol: str) -> str:
+    """The matrix column of one DCRec ranking protocol (also how ``_shared_runs`` finds the DCRec columns)."""
+    return f"DCRec ML-100K (HR@10, {protocol}; cost per epoch)"
+
+
 def matrix(runs: list[dict]) -> str:
     earlier = [r for r in runs if not is_current(r)]
     runs = [r for r in runs if is_current(r)]
@@ -350,7 +355,7 @@ def matrix(runs: list[dict]) -> str:
     for d in ("CiteSeer", "Cora"):
         columns[f"GRACE {d}, PyGCL recipe (F1-micro; vs best τ)"] = grace_column(runs, d)
     for metric, protocol in DCREC_PROTOCOLS.items():
-        columns[f"DCRec ML-100K (HR@10, {protocol}; cost per epoch)"] = column(
+        columns[dcrec_header(protocol)] = column(
             runs, "dcrec-ml100k", "ml-100k", metric, per="epochs_run")  # fmt: skip
     for experiment, d, label in VISION_COLUMNS:
         epochs = VISION_EPOCHS[experiment]
@@ -469,13 +474,14 @@ def cell_mark(diff: Interval) -> str:
 
 def _shared_runs(columns: dict[str, dict]) -> str:
     """Columns that score the same runs (DCRec's ranking protocols) are not independent chances of a mark."""
-    dcrec = [name for name in columns if name.startswith("DCRec") and columns[name]]
+    dcrec = [h for h in map(dcrec_header, DCREC_PROTOCOLS.values()) if columns.get(h)]
     return (f" The {len(dcrec)} DCRec columns score the same runs under different ranking protocols, so their marks "
             "are not independent.") if len(dcrec) > 1 else ""  # fmt: skip
 
 
 def what_to_use(columns: dict[str, dict]) -> list[str]:
-    """The paragraph the numbers support: per strategy, in how many settings it was better / worse / no different."""
+    """The paragraph the numbers support: per strategy, in how many marked cells it was better / worse / no
+    different."""
     lines = ["## What to use", ""]
     counts = {}
     for strategy in MATRIX_STRATEGIES:
@@ -484,18 +490,18 @@ def what_to_use(columns: dict[str, dict]) -> list[str]:
         marks = [d.mark() for d in diffs if d.n >= MATRIX_MIN_SEEDS]
         if marks:
             counts[strategy] = {m: marks.count(m) for m in ("better", "worse", "no detectable difference")}
-            counts[strategy]["settings"] = len(marks)
+            counts[strategy]["marked"] = len(marks)
     for strategy, c in counts.items():
-        marked = f"{c['settings']} cell" + ("s" if c["settings"] > 1 else "")
+        marked = f"{c['marked']} cell" + ("s" if c["marked"] > 1 else "")
         lines.append(f"- `{strategy}`: {marked}: better in {c['better']}, worse in {c['worse']}, "
                      f"no detectable difference in {c['no detectable difference']}.")  # fmt: skip
-    cells = sum(c["settings"] for c in counts.values())
+    cells = sum(c["marked"] for c in counts.values())
     if cells:
         lines += ["", f"With {cells} marked cells at 95% each, about {cells / 20:.1f} better-or-worse marks are "
                   f"expected by chance alone; a single mark is not a finding. Cells with fewer than "
                   f"{MATRIX_MIN_SEEDS} paired seeds are not marked or counted.{_shared_runs(columns)}"]  # fmt: skip
     if counts and all(c["better"] <= c["worse"] for c in counts.values()):
-        lines += ["", "No strategy is better than a fixed τ in more settings than it is worse: on this evidence a "
+        lines += ["", "No strategy is better than a fixed τ in more cells than it is worse: on this evidence a "
                   "well-chosen fixed τ is as good a default, and a change of strategy is an experiment to run on "
                   "one's own data, not a known win."]  # fmt: skip
     return lines

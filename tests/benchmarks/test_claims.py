@@ -256,7 +256,7 @@ def test_dcrec_cost_is_per_epoch_because_runs_stop_early() -> None:
     assert "+1.00 [+1.00, +1.00] (n 3) better; cost ×1.50" in claims.matrix(runs)
 
 
-def test_dcrec_has_one_column_per_ranking_protocol_in_order() -> None:
+def test_dcrec_has_one_column_per_ranking_protocol() -> None:
     text = claims.matrix(_dcrec_rows())
     header = next(line for line in text.splitlines() if line.startswith("| strategy |"))
     row = next(line for line in text.splitlines() if line.startswith("| temperature_free |"))
