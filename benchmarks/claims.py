@@ -210,7 +210,8 @@ METRIC_NAMES = {"knn_top1": "kNN top-1", "linear_top1": "linear-probe top-1"}
 def gpu_rows(runs: list[dict]) -> list[Row]:
     """The CIFAR-10 claims on the GPU rows (``claims_runs.py vision-gpu``), paired by seed."""
     epochs = VISION_GPU["epochs"]
-    shortened = f"; **{epochs} of {PAPER_CIFAR_EPOCHS} epochs** (one device session's 30 minutes for all five)"
+    shortened = (f"; **{epochs} of {PAPER_CIFAR_EPOCHS} epochs** (one device session's 30 minutes for all five); "
+                 "one seed per session lent a GPU")
     rows = []
     for c in GPU_CLAIMS:
         ours = (f"GPU rows (`claims_runs.py vision-gpu`, H200): ResNet-18 width 64, batch 128, SGD 0.06, "
@@ -606,28 +607,46 @@ def not_in_matrix(runs: list[dict]) -> list[str]:
     return ["Not in the matrix yet, and why:", "", simcse_note(), *filter(None, [pending_note(runs)])]
 
 
-#: the runs the matrix still waits for: (experiment, label, planned seeds, the doc with their single-seed results)
-PENDING: tuple[tuple[str, str, int, str | None], ...] = (
-           ("dcrec-ml100k", "DCRec ML-100K to convergence", 5, "dcrec.md"),
-           ("vision-lt", "SimCLR CIFAR-10 long-tail / balanced, CPU-sized, 100 epochs", 3, "vision.md"),
-           ("vision-lt-200", "the long tail at 200 epochs (a budget check)", 1, "vision.md"),
-           ("vision-gpu", "the GPU rows (one seed per session that is lent a GPU)", 3, None))  # fmt: skip
+class Pending(NamedTuple):
+    """An experiment whose settings the matrix wants with ``planned`` seeds each."""
+
+    experiment: str
+    label: str
+    planned: int
+    doc: str | None = None  #: the doc with the experiment's earlier single-seed results
+    short_because: str | None = None  #: why it stopped short of ``planned``, where it has (else: accumulating)
+
+
+#: the runs the matrix wants more seeds of
+PENDING = (
+    Pending("dcrec-ml100k", "DCRec ML-100K to convergence", 5, "dcrec.md"),
+    Pending("vision-lt", "SimCLR CIFAR-10 long-tail / balanced, CPU-sized, 100 epochs", 3, "vision.md"),
+    Pending("vision-lt-200", "the long tail at 200 epochs (a budget check)", 1, "vision.md"),
+    Pending("vision-gpu", "the GPU rows", 3, short_because="a seed needs a session that is lent a GPU (its 30 device "
+            "minutes train the five strategies of one seed), and no further session was lent one"),
+)  # fmt: skip
 
 
 def pending_note(runs: list[dict]) -> str:
     """The experiments some of whose settings have fewer seeds than planned on a data set (complete ones are not
-    listed); each data set's count is its least-run setting's."""
-    parts = []
-    for experiment, label, planned, doc in PENDING:
+    listed): still accumulating, or stopped short with the reason; each data set's count is its least-run
+    setting's."""
+    accumulating, short = [], []
+    for p in PENDING:
         # strategies are unique within these experiments' settings
-        each = {d: {s: len(select(runs, experiment, d, s, p)) for s, p in SETTINGS[experiment]}
-                for d in DATASETS[experiment]}  # fmt: skip
-        if all(n >= planned for per in each.values() for n in per.values()):
+        each = {d: {s: len(select(runs, p.experiment, d, s, params)) for s, params in SETTINGS[p.experiment]}
+                for d in DATASETS[p.experiment]}  # fmt: skip
+        if all(n >= p.planned for per in each.values() for n in per.values()):
             continue
         counts = ", ".join(_seed_counts(d, per) for d, per in sorted(each.items()))
-        earlier = f" ([{doc}]({doc}) has earlier single runs)" if doc else ""
-        parts.append(f"{label}: seeds of the least-run setting, of {planned} planned: {counts}{earlier}")
-    return "- Runs still accumulating: " + "; ".join(parts) + "." if parts else ""
+        text = f"{p.label}: seeds of the least-run setting, of {p.planned} planned: {counts}"
+        if p.short_because:
+            short.append(f"{text}: {p.short_because}")
+        else:
+            accumulating.append(text + (f" ([{p.doc}]({p.doc}) has earlier single runs)" if p.doc else ""))
+    lines = [f"- {head}: " + "; ".join(parts) + "." for head, parts in
+             (("Runs still accumulating", accumulating), ("Runs stopped short of their seeds", short)) if parts]
+    return "\n".join(lines)  # fmt: skip
 
 
 def _seed_counts(dataset: str, per_setting: dict[str, int]) -> str:

@@ -333,7 +333,7 @@ def test_gpu_rows_pair_the_cifar_claims_by_seed_and_state_the_shortened_budget()
     assert dys.number == "+2.60 [+2.32, +2.88] (n 5)"
     assert dys.verdict.startswith(f"reproduced; a {VISION_GPU['epochs']}-epoch gain")
     assert f"**{VISION_GPU['epochs']} of 200 epochs**" in dys.ours
-    assert "kNN top-1" in dys.ours
+    assert "kNN top-1" in dys.ours and "one seed per session lent a GPU" in dys.ours
     macl = rows[("MACL", "MACL 87.41 − NT-Xent 83.56: +3.85")]  # a linear-probe claim reads the probe
     assert macl.number == "+0.10 [+0.10, +0.10] (n 2)" and macl.verdict.startswith("inconclusive (2 paired seeds")
     assert "linear-probe top-1" in macl.ours and "not Adam 1e-3" in macl.ours
@@ -354,8 +354,11 @@ def test_strategies_trained_side_by_side_on_one_gpu_give_no_cost_ratio() -> None
     assert "+1.00 [+1.00, +1.00] (n 3) better; no cost ratio (trained side by side)" in text
     assert "| infonce | 0 1 2 | 68.00 | 70.00 | 1001 |\n| macl | 0 1 2 | 69.00 | 70.00 | 1001 |" in text
     assert "At that budget `infonce` reaches 68.00 kNN top-1 (mean, n 3), against 83.65" in text
-    assert ("the GPU rows (one seed per session that is lent a GPU): seeds of the least-run setting, of 3 planned: "
-            "cifar10 0 (infonce 3, macl 3, dystress 0, ") in claims.pending_note(runs)  # fmt: skip
+    # runs that stopped short are not "still accumulating", and say why they stopped
+    note = claims.pending_note(runs)
+    assert ("- Runs stopped short of their seeds: the GPU rows: seeds of the least-run setting, of 3 planned: "
+            "cifar10 0 (infonce 3, macl 3, dystress 0, ") in note and "no further session was lent one." in note
+    assert "GPU" not in next(line for line in note.splitlines() if "still accumulating" in line)
 
 
 def test_the_gpu_experiment_refuses_a_machine_without_cuda(tmp_path, monkeypatch) -> None:
