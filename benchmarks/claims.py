@@ -501,11 +501,27 @@ def what_to_use(columns: dict[str, dict]) -> list[str]:
         lines += ["", f"With {cells} marked cells at 95% each, about {cells / 20:.1f} better-or-worse marks are "
                   f"expected by chance alone; a single mark is not a finding. Cells with fewer than "
                   f"{MATRIX_MIN_SEEDS} paired seeds are not marked or counted.{_shared_runs(columns)}"]  # fmt: skip
-    if counts and all(c["better"] <= c["worse"] for c in counts.values()):
-        lines += ["", "No strategy is better than a fixed τ in more cells than it is worse: on this evidence a "
-                  "well-chosen fixed τ is as good a default, and a change of strategy is an experiment to run on "
-                  "one's own data, not a known win."]  # fmt: skip
-    return lines
+    return lines + _repeated_marks(counts)
+
+
+def _repeated_marks(counts: dict[str, dict[str, int]]) -> list[str]:
+    """What the marks support, by the rule that a single mark is not a finding: a strategy counts as better (worse)
+    only in more than one cell and more often than the opposite."""
+    def repeated(mark: str, opposite: str) -> str:
+        return ", ".join(f"`{s}` ({c[mark]} of {c['marked']} cells)" for s, c in counts.items()
+                         if c[mark] > max(1, c[opposite]))  # fmt: skip
+
+    if not counts:
+        return []
+    better, worse = repeated("better", "worse"), repeated("worse", "better")
+    lines = [f"Better than a fixed τ in more than one cell, and more often than worse: {better}." if better else
+             "No strategy is better than a fixed τ in more than one cell and more often than it is worse: on this "
+             "evidence a well-chosen fixed τ is as good a default, and a change of strategy is an experiment to run "
+             "on one's own data, not a known win."]  # fmt: skip
+    if worse:
+        lines.append(f"Worse than a fixed τ in more than one cell, and more often than better: {worse}; read those "
+                     "cells' settings before switching to them.")  # fmt: skip
+    return ["", " ".join(lines)]
 
 
 def tau_search_lines(runs: list[dict]) -> list[str]:

@@ -169,6 +169,19 @@ def test_cells_with_fewer_than_three_seeds_are_neither_marked_nor_counted() -> N
     assert "- `macl`: 1 cell: better in 1, worse in 0" in "\n".join(claims.what_to_use({"c": third}))
 
 
+def test_what_to_use_calls_a_strategy_better_or_worse_only_on_repeated_marks() -> None:
+    def col(gain: float) -> dict:
+        return {"infonce": ({0: 50.0, 1: 51.0, 2: 49.0}, 1.0), "macl": ({0: 50 + gain, 1: 51 + gain, 2: 49 + gain},
+                                                                         1.0)}  # fmt: skip
+
+    one_better = "\n".join(claims.what_to_use({"a": col(2.0), "b": col(0.0)}))  # a constant gain: better
+    assert "better in 1, worse in 0" in one_better and "No strategy is better than a fixed τ" in one_better
+    two_better = "\n".join(claims.what_to_use({"a": col(2.0), "b": col(1.0), "c": col(-1.0)}))
+    assert "more often than worse: `macl` (2 of 3 cells)." in two_better and "No strategy" not in two_better
+    two_worse = "\n".join(claims.what_to_use({"a": col(-2.0), "b": col(-1.0), "c": col(1.0)}))
+    assert "No strategy is better" in two_worse and "more often than better: `macl` (2 of 3 cells)" in two_worse
+
+
 def test_the_balanced_vision_control_matches_the_long_tail_in_size() -> None:
     from benchmarks import claims_runs
     from integrations.vision.data import long_tail_counts
