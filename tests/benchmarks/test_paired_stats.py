@@ -53,3 +53,13 @@ def test_a_bound_that_rounds_to_zero_is_printed_with_more_digits() -> None:
 
     assert Interval(0.8, 0.0001, 1.5999, 5).text() == "+0.8000 [+0.0001, +1.5999] (n 5)"
     assert Interval(0.8, 0.25, 1.5, 5).text() == "+0.80 [+0.25, +1.50] (n 5)"
+
+
+def test_step_cost_ratio_is_the_median_of_per_round_ratios() -> None:
+    from benchmarks.dcrec_step_cost import summarise
+
+    # rounds: infonce 1, 2, 4 s; macl 1.5, 2, 4.4 s -> ratios 1.5, 1.0, 1.1 -> median 1.1, paired by round (the
+    # ratio of the medians, 2 / 2, would be 1.0)
+    summary = summarise({"infonce": [1.0, 2.0, 4.0], "macl": [1.5, 2.0, 4.4]})
+    assert summary["macl"]["seconds_per_step"] == 2.0 and abs(summary["macl"]["ratio"] - 1.1) < 1e-12
+    assert summary["infonce"]["ratio"] == 1.0

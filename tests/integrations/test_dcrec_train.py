@@ -207,3 +207,16 @@ def test_the_split_cache_follows_its_source_files(toy_root):
     second = prepare_splits(config)
     assert len(list((toy_root / "cache" / "dcrec").glob("toy_*.pt"))) == 2  # rebuilt, not the stale cache
     assert not torch.equal(first.test.target, second.test.target)
+
+
+def test_step_cost_benchmark_times_every_claims_strategy_in_turns(toy_root, capsys):
+    from benchmarks import dcrec_step_cost
+
+    out = toy_root / "cost.json"
+    dcrec_step_cost.main(["--dataset", "toy", "--steps", "2", "--rounds", "2", "--json", str(out)])
+    saved = json.loads(out.read_text())
+    strategies = [s for s, _ in dcrec_step_cost.CLAIMS_SETTINGS]
+    assert list(saved["seconds"]) == strategies and all(len(v) == 2 and min(v) > 0 for v in saved["seconds"].values())
+    assert saved["summary"]["infonce"]["ratio"] == 1.0 and "| macl |" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        dcrec_step_cost.parse_args(["--steps", "0"])
