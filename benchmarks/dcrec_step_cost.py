@@ -12,7 +12,6 @@ strategy, in turns (the order rotates each round, so a slow spell hits every str
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
 import sys
 import time
@@ -25,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.claims_runs import SETTINGS  # noqa: E402
+from benchmarks.results_store import machine  # noqa: E402
 
 #: the claims runs' DCRec settings: (strategy, its arguments)
 CLAIMS_SETTINGS: list[tuple[str, dict[str, Any]]] = SETTINGS["dcrec-ml100k"]
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> None:
     summary = summarise(seconds)
     write_json(args.json, {
         "dataset": args.dataset, "steps": args.steps, "rounds": args.rounds, "threads": torch.get_num_threads(),
-        "machine": f"{platform.machine()}, {torch.get_num_threads()} torch threads, torch {torch.__version__}",
+        "machine": machine(),
         "seconds": seconds, "summary": summary,
     })  # fmt: skip
     print(table(summary))
