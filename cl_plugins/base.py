@@ -19,7 +19,7 @@ from .fused import LazyLogits
 from .layouts import LAYOUTS, PairBlock, at_least_float32, build_blocks, unit_rows
 from .pairs import Pairs, softplus
 from .streaming import LogitMap
-from .validation import check_choice, check_pair, check_range, check_similarity
+from .validation import ArgumentTypeError, check_choice, check_pair, check_range, check_similarity
 
 Reduction = Literal["mean", "sum", "none"]
 REDUCTIONS = ("mean", "sum", "none")
@@ -111,7 +111,9 @@ class ContrastiveLoss(nn.Module):
         self.decoupled = self.default_decoupled if decoupled is None else bool(decoupled)
         self.reduction = check_choice("reduction", reduction, REDUCTIONS)
         if not isinstance(hard_negative_weight, (int, float)):
-            raise TypeError(f"hard_negative_weight must be a number, got {type(hard_negative_weight).__name__}")
+            raise ArgumentTypeError(
+                f"hard_negative_weight must be a number, got {type(hard_negative_weight).__name__}"
+            )
         self.hard_negative_weight = check_range("hard_negative_weight", hard_negative_weight, -1e4, 1e4)
         self.gather_distributed = bool(gather_distributed)
         self.check_inputs = bool(check_inputs)

@@ -71,7 +71,9 @@ def build_loss(name: str, **kwargs: Any) -> nn.Module:
     allowed = accepted_arguments(cls)
     unknown = [k for k in kwargs if k not in allowed]
     if unknown:
-        raise TypeError(f"{name!r} got unexpected argument(s) {unknown}; it accepts: {', '.join(allowed)}")
+        from .validation import ArgumentTypeError
+
+        raise ArgumentTypeError(f"{name!r} got unexpected argument(s) {unknown}; it accepts: {', '.join(allowed)}")
     loss = cls(**kwargs)
     loss._init_kwargs = dict(kwargs)  # type: ignore[attr-defined]
     return loss

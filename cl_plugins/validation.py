@@ -18,9 +18,14 @@ SIMILARITY_TOLERANCE = 1e-3
 TEMPERATURE_RANGE = (1e-6, 1e6)
 
 
+class ArgumentTypeError(TypeError, ValueError):
+    """An argument of the wrong kind (a string where a number belongs, a name the strategy does not take): a
+    ``TypeError`` to Python code, and a ``ValueError`` to command lines, which report bad input in one line."""
+
+
 def check_positive(name: str, value: float) -> float:
     if not isinstance(value, (int, float)) or isinstance(value, bool):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+        raise ArgumentTypeError(f"{name} must be a number, got {type(value).__name__}")
     if not value > 0 or value != value or value == float("inf"):
         raise ValueError(f"{name} must be a finite number > 0, got {value}")
     return float(value)
@@ -41,7 +46,7 @@ def check_temperature(name: str, value: float) -> float:
 def check_range(name: str, value: float, low: float, high: float) -> float:
     """A finite number in [low, high] (NaN and infinities are refused, also when ``high`` is inf)."""
     if not isinstance(value, (int, float)) or isinstance(value, bool):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+        raise ArgumentTypeError(f"{name} must be a number, got {type(value).__name__}")
     if not (low <= value <= high) or not math.isfinite(value):
         raise ValueError(f"{name} must be a finite number in [{low}, {high}], got {value}")
     return float(value)

@@ -61,6 +61,17 @@ def write_json(path: Path, data: Any) -> None:
     write_text(path, json.dumps(data, indent=2, default=str))
 
 
+def save_npz(path: Path, **arrays: Any) -> None:
+    """``numpy.savez(path, **arrays)``, atomically (through a file object: ``savez`` would rename a path)."""
+    import numpy as np
+
+    def write(tmp: Path) -> None:
+        with tmp.open("wb") as f:
+            np.savez(f, **arrays)
+
+    write_with(path, write)
+
+
 def torch_save(obj: Any, path: Path) -> None:
     """``torch.save(obj, path)``, atomically."""
     import torch
@@ -126,6 +137,36 @@ def recover(path: Path) -> None:
             return
 
 
+def recover_tree(root: Path, depth: int = 4) -> None:
+    """Finish or clear every save a kill interrupted under ``root``: a complete staged folder whose target is
+    missing is moved into place, an incomplete one is removed, and so is a replaced ``*.old`` folder whose
+    successor is complete. Only for a folder no other process writes now (a run's, under its lock)."""
+    if depth < 0 or not root.is_dir():
+        return
+    for entry in sorted(root.iterdir()):
+        if not entry.is_dir() or entry.is_symlink():
+            continue
+        staged = re.fullmatch(r"(.+?)(?:\.\d+)?\.partial", entry.name)
+        replaced = re.fullmatch(r"(.+)\.\d+\.old", entry.name)
+        if staged:
+            target = entry.with_name(staged.group(1))
+            if (entry / MARKER).is_file() and not target.exists():
+                entry.rename(target)
+            else:
+                shutil.rmtree(entry, ignore_errors=True)
+        elif replaced and (entry.with_name(replaced.group(1)) / MARKER).is_file():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            recover_tree(entry, depth - 1)
+    for entry in root.glob(".*.tmp"):  # a file a kill left half-written beside its target
+        if re.fullmatch(r"\..+\.\d+\.tmp", entry.name) and entry.is_file():
+            entry.unlink()
+    for entry in root.glob("*.old"):  # a replaced folder whose successor was staged in the loop above
+        target = entry.with_name(entry.name.rsplit(".", 2)[0])
+        if (target / MARKER).is_file():
+            shutil.rmtree(entry, ignore_errors=True)
+
+
 def latest_complete(parent: Path, prefix: str) -> Path | None:
     """The complete ``<prefix>_<N>`` sub-folder of ``parent`` with the largest N; incomplete ones are skipped
     with a warning (a run was killed while writing them)."""
@@ -152,17 +193,23 @@ def save_state(accelerator: Any, path: Path) -> None:
 
 
 def load_torch(path: Path, what: str, keys: tuple[str, ...] = ()) -> Any:
-    """A torch file written by a run (on any device), or a one-line error naming the file and what is wrong."""
+    """A torch file written by a run (on any device), or a one-line error naming the file and what is wrong.
+
+    Read with ``weights_only=True``: tensors and plain values only, so a crafted file cannot run code."""
     import torch
 
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such {what}")
     try:
-        saved = torch.load(path, map_location="cpu", weights_only=False)
+        saved = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # truncated (EOFError), not a torch file (UnpicklingError), corrupt zip (RuntimeError)
-        raise ValueError(f"{path} is not a readable {what} ({type(exc).__name__}: {exc}); was its run killed "
-                         "while writing it?") from None  # fmt: skip
+        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if "weights_only" in str(exc) or "Unsupported global" in str(exc):
+            raise ValueError(f"{path} is not a {what}: it holds Python objects other than tensors and plain values, "
+                             "which are never unpickled (they could run code)") from None  # fmt: skip
+        raise ValueError(f"{path} is not a readable {what} ({type(exc).__name__}: {why}); was it cut short "
+                         "while being written or downloaded?") from None  # fmt: skip
     missing = [k for k in keys if not isinstance(saved, dict) or k not in saved]
     if missing:
         raise ValueError(f"{path} is not a {what}: it lacks {', '.join(missing)}")

@@ -76,6 +76,9 @@ def parse_loss_args(items: list[str]) -> dict[str, Any]:
         if "=" not in item:
             raise ValueError(f"--loss_arg takes key=value, got {item!r}")
         key, value = item.split("=", 1)
+        if not key.strip().isidentifier():
+            raise ValueError(f"--loss_arg {item!r}: {key!r} is not a parameter name; write KEY=VALUE, e.g. tau=0.1")
+        key = key.strip()
         try:
             out[key] = ast.literal_eval(value)
         except (ValueError, SyntaxError):

@@ -1,17 +1,24 @@
-"""One run per output folder: a manifest of its configuration, a lock, and checks before anything trains.
+"""One run per output folder: a manifest of its configuration, a lock, and checks before anything is written.
 
 ``OUTPUT/cl_plugins_run.json`` records a run's id and configuration. A new run refuses a folder
 that holds anything unless ``--overwrite``; ``--resume`` continues only the run recorded there, with
 the same configuration except :data:`MAY_CHANGE` (more epochs or steps, evaluation and checkpoint
 periods, more seeds, a new learning rate from the resume on: applied, and recorded in the manifest);
 anything else that differs (loss, model, data, shapes) is refused with the list of differences.
-``OUTPUT/.cl_plugins.lock`` keeps a second process out while
-a run writes there. Every trainer's ``run`` is wrapped with :func:`guarded`.
+``OUTPUT/.cl_plugins.lock`` (an ``flock``, released by the kernel the moment its process dies) keeps a
+second process out while a run writes there. Every trainer's ``run`` is wrapped with :func:`guarded`.
+
+Nothing is decided on disk before the run has passed its own checks (arguments, data, checkpoint): the
+claim is *committed* (:func:`commit`, called by the training loop once a resume is loaded, or when the run
+returns) and only then is the manifest written or extended. Until then ``--overwrite`` has only moved the
+previous run aside (``OUTPUT/.cl_plugins_replaced``); a run refused before its commit puts it back and removes
+what it wrote, and a run killed before its commit is rolled back by the next command in the folder.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import json
 import os
@@ -19,7 +26,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -32,7 +39,11 @@ LOCK = ".cl_plugins.lock"
 MAY_CHANGE = frozenset({"epochs", "max_steps", "stop_after_epochs", "eval_every", "eval_steps", "save_steps", "seeds",
                         "lr", "learning_rate"})  # fmt: skip
 #: settings that do not describe the run itself
-NOT_COMPARED = frozenset({"resume", "overwrite", "progress", "log_with", "output_dir"})
+NOT_COMPARED = frozenset({"resume", "overwrite", "progress", "log_with", "output_dir", "keep_checkpoints"})
+#: where ``--overwrite`` keeps the previous run until the new one commits
+REPLACED = ".cl_plugins_replaced"
+#: what the guard itself keeps in a folder (never part of a run)
+OWN = frozenset({".cl_plugins.lock", REPLACED})
 
 F = TypeVar("F", bound=Callable[..., Any])
 _CLAIMED: set[Path] = set()  # folders this process runs in now (MABEL's run calls SimCSE's guarded loop)
@@ -46,37 +57,30 @@ def _is_main_process() -> bool:
     return int(os.environ.get("RANK", "0")) == 0
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 @contextlib.contextmanager
 def _lock(out: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on ``OUTPUT/.cl_plugins.lock`` (the kernel drops it when its holder dies)."""
     path = out / LOCK
-    for _ in range(2):
+    while True:
+        fd = os.open(path, os.O_CREAT | os.O_RDWR)
         try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            break
-        except FileExistsError:
-            owner = int(path.read_text() or 0) if path.is_file() else 0
-            if owner and _alive(owner):
-                raise RunConflict(f"another process (pid {owner}) is running in {out}; wait for it or use another "
-                                  "--output_dir") from None  # fmt: skip
-            path.unlink(missing_ok=True)  # left by a process that died
-    else:
-        raise RunConflict(f"could not take the lock {path}")
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = os.read(fd, 32).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise RunConflict(f"another process (pid {owner}) is running in {out}; wait for it or use another "
+                              "--output_dir") from None  # fmt: skip
+        with contextlib.suppress(FileNotFoundError):
+            if os.fstat(fd).st_ino == os.stat(path).st_ino:
+                break  # not a file its last holder unlinked after we opened it
+        os.close(fd)
+    os.ftruncate(fd, 0)
     os.write(fd, str(os.getpid()).encode())
-    os.close(fd)
     try:
         yield
     finally:
         path.unlink(missing_ok=True)
+        os.close(fd)
 
 
 def _differences(stored: dict[str, Any], given: dict[str, Any]) -> list[str]:
@@ -89,45 +93,94 @@ def _settings(config: Any) -> dict[str, Any]:
     return json.loads(json.dumps(asdict(config), default=str))
 
 
-def _claim(out: Path, config: Any, record: bool = True) -> None:
-    """Check (and, with ``record``, record) that ``config`` may run in ``out``; see the module docstring."""
+@dataclass
+class Claim:
+    """What a run may do in its folder, decided before it runs and written only at :func:`commit`."""
+
+    out: Path
+    config: dict[str, Any]
+    manifest: dict[str, Any] | None  # the stored run a resume continues (None: a new run)
+    before: frozenset[str]  # the folder's entries when the run started (a rollback removes the others)
+    committed: bool = False
+
+
+_PENDING: list[Claim] = []
+
+
+def _check(out: Path, config: Any) -> dict[str, Any] | None:
+    """Raise when ``config`` may not run in ``out``; the stored manifest a resume continues (see the module doc)."""
     resuming, overwrite = bool(getattr(config, "resume", False)), bool(getattr(config, "overwrite", False))
     manifest = out / MANIFEST
+    if resuming and overwrite:
+        raise RunConflict("--resume continues the run in --output_dir and --overwrite replaces it; pass one of them")
     if manifest.is_file() and resuming:
         stored = json.loads(manifest.read_text())
-        given = _settings(config)
-        changed = _differences(stored["config"], given)
+        changed = _differences(stored["config"], _settings(config))
         if changed:
             raise RunConflict(f"--resume would continue run {stored['run_id']} in {out} with other settings ("
                               + "; ".join(changed) + "); resume with its settings, or start a new run with "
                               "another --output_dir (or --overwrite)")  # fmt: skip
-        extended = {k: [stored["config"].get(k), given[k]] for k in MAY_CHANGE & set(given)
-                    if stored["config"].get(k) != given[k]}  # fmt: skip
-        if extended and record:
-            stored.setdefault("resumes", []).append({"time": time.strftime("%Y-%m-%d %H:%M:%S"), "changed": extended})
-            stored["config"].update({k: new for k, (_, new) in extended.items()})
-            atomic.write_json(manifest, stored)
-        return
+        return stored
     if resuming:
         raise RunConflict(f"--resume: {out} holds no run to resume ({MANIFEST} is missing); start without --resume")
-    occupied = [p.name for p in out.iterdir() if p.name != LOCK]
+    occupied = [p.name for p in out.iterdir() if p.name not in OWN]
     if occupied and not overwrite:
         what = "another run" if manifest.is_file() else "files of something else"
         raise RunConflict(f"--output_dir {out} holds {what} ({', '.join(sorted(occupied)[:4])}); pass --resume to "
                           "continue it, --overwrite to replace it, or choose another --output_dir")  # fmt: skip
-    if not record:
-        return
-    for name in occupied:
-        target = out / name
-        shutil.rmtree(target) if target.is_dir() and not target.is_symlink() else target.unlink()
-    atomic.write_json(manifest, {"run_id": uuid.uuid4().hex[:12], "created": time.strftime("%Y-%m-%d %H:%M:%S"),
-                                 "config": _settings(config)})  # fmt: skip
+    return None
 
 
-def _prepare(out: Path) -> None:
-    """The output folder exists and is writable, before anything trains."""
+def _set_aside(out: Path) -> None:
+    """Move the folder's contents into ``REPLACED`` (``--overwrite``: deleted at the commit, restored before)."""
+    aside = out / REPLACED
+    aside.mkdir()
+    for entry in list(out.iterdir()):
+        if entry.name not in OWN:
+            entry.rename(aside / entry.name)
+
+
+def _roll_back(out: Path, before: frozenset[str] = frozenset()) -> None:
+    """Undo an uncommitted run: remove what it wrote (every entry not in ``before``; all of them when
+    ``--overwrite`` set the previous run aside), then put back what was set aside."""
+    aside = out / REPLACED
+    keep = OWN if aside.is_dir() else OWN | before
+    for entry in list(out.iterdir()):
+        if entry.name not in keep:
+            shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+    if aside.is_dir():
+        for entry in list(aside.iterdir()):
+            entry.rename(out / entry.name)
+        aside.rmdir()
+
+
+def commit() -> None:
+    """The runs of this process passed their checks: write (or extend) their manifests, drop what
+    ``--overwrite`` set aside. Called by the training loop once a resume is loaded; idempotent."""
+    for claim in _PENDING:
+        if claim.committed:
+            continue
+        now = time.strftime("%Y-%m-%d %H:%M:%S")
+        if claim.manifest is None:
+            manifest = {"run_id": uuid.uuid4().hex[:12], "created": now, "config": claim.config}
+        else:
+            manifest, stored = claim.manifest, claim.manifest["config"]
+            extended = {k: [stored.get(k), claim.config[k]] for k in sorted(MAY_CHANGE & set(claim.config))
+                        if stored.get(k) != claim.config[k]}  # fmt: skip
+            if extended:
+                manifest.setdefault("resumes", []).append({"time": now, "changed": extended})
+                stored.update({k: new for k, (_, new) in extended.items()})
+        if claim.manifest is None or extended:
+            atomic.write_json(claim.out / MANIFEST, manifest)
+        shutil.rmtree(claim.out / REPLACED, ignore_errors=True)
+        claim.committed = True
+
+
+def _prepare(out: Path) -> bool:
+    """The output folder exists and is writable, before anything trains; whether it was created now."""
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--output_dir {out} is a file; choose a folder")
+    created = not out.exists()
     try:
         out.mkdir(parents=True, exist_ok=True)
         probe = out / f".write-test-{os.getpid()}"
@@ -135,17 +188,21 @@ def _prepare(out: Path) -> None:
         probe.unlink()
     except OSError as exc:
         raise PermissionError(f"--output_dir {out} is not writable ({exc.strerror}); choose another folder") from None
+    return created
 
 
 def preflight(config: Any) -> None:
     """Raise now what :func:`guarded` would raise when the run starts (before a long evaluation, say)."""
     out = Path(config.output_dir)
-    _prepare(out)
-    _claim(out, config, record=False)
+    if out.is_dir():
+        _check(out, config)
+    elif out.exists():
+        raise NotADirectoryError(f"--output_dir {out} is a file; choose a folder")
 
 
 def guarded(run: F) -> F:
-    """Wrap a trainer's ``run(config, ...)``: output folder checked, claimed and locked for the run's duration."""
+    """Wrap a trainer's ``run(config, ...)``: output folder checked, locked for the run's duration, and claimed
+    (committed by the training loop, or when ``run`` returns; rolled back when it raises before that)."""
 
     @functools.wraps(run)
     def wrapper(config: Any, *args: Any, **kwargs: Any) -> Any:
@@ -154,13 +211,36 @@ def guarded(run: F) -> F:
         out = Path(config.output_dir).resolve()
         if out in _CLAIMED:
             return run(config, *args, **kwargs)
-        _prepare(out)
-        with _lock(out):
-            _claim(out, config)
-            _CLAIMED.add(out)
-            try:
-                return run(config, *args, **kwargs)
-            finally:
-                _CLAIMED.discard(out)
+        created = _prepare(out)
+        claim = None
+        try:
+            with _lock(out):
+                if (out / REPLACED).is_dir():  # a command killed before its commit: the previous run comes back
+                    _roll_back(out)
+                atomic.recover_tree(out)
+                claim = Claim(out, _settings(config), _check(out, config), frozenset(p.name for p in out.iterdir()))
+                if claim.manifest is None and not claim.before <= OWN:
+                    _set_aside(out)
+                return _run_claimed(claim, run, config, *args, **kwargs)
+        finally:
+            if created and (claim is None or not claim.committed):
+                with contextlib.suppress(OSError):
+                    out.rmdir()
 
     return wrapper  # type: ignore[return-value]
+
+
+def _run_claimed(claim: Claim, run: Callable[..., Any], config: Any, *args: Any, **kwargs: Any) -> Any:
+    _CLAIMED.add(claim.out)
+    _PENDING.append(claim)
+    try:
+        result = run(config, *args, **kwargs)
+        commit()
+        return result
+    except BaseException:
+        if not claim.committed:
+            _roll_back(claim.out, claim.before)
+        raise
+    finally:
+        _CLAIMED.discard(claim.out)
+        _PENDING.remove(claim)

@@ -29,12 +29,13 @@ from typing import Any
 import torch
 
 from integrations.common import atomic
-from integrations.common.accelerate_setup import end_tracking, make_accelerator, start_tracking
+from integrations.common.accelerate_setup import end_tracking, make_accelerator
 from integrations.common.cli import one_line_errors, parse_config
 from integrations.common.paths import cache_dir, fingerprint
 from integrations.common.results import fmt_mean_std, write_json
+from integrations.common.run_config import RunConfig, output_dir_field, seed_folder
 from integrations.common.run_guard import guarded
-from integrations.common.training import fit
+from integrations.common.training import Hooks, Plan, Run, RunState, fit
 
 from .evaluate import evaluate, format_metrics
 from .model import DCRec, build_dcrec_loss
@@ -62,11 +63,9 @@ def preset_for(dataset: str) -> dict[str, float]:
     return PRESETS["ml-20m"] if dataset.startswith("ml-") else PRESETS["default"]
 
 
-@dataclass
-class DCRecConfig:
+@dataclass(kw_only=True)
+class DCRecConfig(RunConfig):
     dataset: str = field(default="ml-100k", metadata={"help": "ml-100k, ml-1m (MovieLens files) or a DCRec split name"})
-    loss: str = field(default="infonce", metadata={"help": "cl-plugins strategy of both CL terms"})
-    loss_args: dict[str, Any] = field(default_factory=dict)
     selection: str = field(
         default="validation", metadata={"help": "validation, or test: DCRec's test-set selection (labelled)"}
     )
@@ -98,11 +97,7 @@ class DCRecConfig:
     max_train_rows: int = field(default=0, metadata={"help": "use only the first N training rows (0: all; smoke runs)"})
     max_eval_rows: int = field(default=0, metadata={"help": "evaluate only the first N rows (0: all; smoke runs)"})
     exclude_history: bool = field(default=False, metadata={"help": "drop history items from the full ranking"})
-    output_dir: str = field(default="outputs/dcrec", metadata={"help": "one seed_<s>/ folder per seed"})
-    resume: bool = field(default=False, metadata={"help": "continue each seed from its last checkpoint"})
-    overwrite: bool = field(default=False, metadata={"help": "replace what --output_dir holds (default: refuse)"})
-    log_with: str = field(default="tensorboard", metadata={"help": "Accelerate tracker (tensorboard, wandb, none)"})
-    progress: bool = field(default=True, metadata={"help": "show progress bars"})
+    output_dir: str = output_dir_field("outputs/dcrec", "a seed_<s>/ folder per seed, results.json")
 
     def resolved(self) -> DCRecConfig:
         """The config with every preset field (-1) filled from the data set's preset."""
@@ -211,7 +206,7 @@ def run_seed(config: DCRecConfig, splits: DCRecSplits, seed: int) -> dict[str, A
     from accelerate.utils import set_seed
     from torch.utils.data import DataLoader, TensorDataset
 
-    out = Path(config.output_dir) / f"seed_{seed}"
+    out = Path(config.output_dir) / seed_folder(seed)
     accelerator = make_accelerator(out, log_with=config.log_with)
     set_seed(seed)
     model = build_model(config, splits)
@@ -219,11 +214,8 @@ def run_seed(config: DCRecConfig, splits: DCRecSplits, seed: int) -> dict[str, A
     train = _head(splits.train, config.max_train_rows)
     valid, test = _head(splits.valid, config.max_eval_rows), _head(splits.test, config.max_eval_rows)
     loader = DataLoader(TensorDataset(*train.tensors()), batch_size=min(config.batch_size, len(train)), shuffle=True)
-    steps_per_epoch = max(1, len(loader) // accelerator.num_processes)
     best = BestEpoch(config.patience)
     protocol, _, metric = config.select_metric.partition("/")
-    start_tracking(accelerator, "dcrec", {**asdict(config), "seed": seed, "selection_label": splits.label})
-    step = [0]
 
     def evaluate_rows(rows: Any, split: str) -> dict[str, dict[str, float]]:
         graphs = splits.valid_graphs if split == "valid" else splits.test_graphs
@@ -232,11 +224,8 @@ def run_seed(config: DCRecConfig, splits: DCRecSplits, seed: int) -> dict[str, A
             exclude_history=config.exclude_history, device=accelerator.device, seed=seed, negatives=config.negatives,
         )  # fmt: skip
 
-    def after_step() -> None:
-        step[0] += 1
-        accelerator.log({f"train/{k}": v for k, v in model.last_terms.items()}, step=step[0])
-
-    def on_epoch_end(epoch: int) -> None:
+    def on_epoch_end(state: RunState) -> None:
+        epoch = state.epoch
         if epoch % config.eval_every and epoch < config.epochs:
             return
         metrics = evaluate_rows(valid, "valid")
@@ -244,27 +233,18 @@ def run_seed(config: DCRecConfig, splits: DCRecSplits, seed: int) -> dict[str, A
         improved = best.update(epoch, score, model.state_dict(), metrics)
         best.history.append({"epoch": epoch, **{f"{p}/{k}": v for p, m in metrics.items() for k, v in m.items()}})
         accelerator.log({f"{splits.label}/{k}": v for k, v in best.history[-1].items() if k != "epoch"},
-                        step=epoch * steps_per_epoch)  # fmt: skip
+                        step=state.step)  # fmt: skip
         accelerator.print(
             f"epoch {epoch} [{splits.label}] {config.select_metric}={score:.4f}" + (" (best)" if improved else "")
         )
 
     t0 = time.time()
-    losses = fit(
-        accelerator,
-        model,
-        optimizer,
-        loader,
-        config.epochs,
-        checkpoint_dir=out / "checkpoints",
-        resume=config.resume,
-        progress=config.progress,
-        desc=f"dcrec {config.dataset} {config.loss} seed {seed}",
-        after_step=after_step,
-        on_epoch_end=on_epoch_end,
-        register=(best,),
-        stop_when=best.stop,
-    )
+    run = Run.of(config, out, f"dcrec {config.dataset} {config.loss} seed {seed}", "dcrec", seed=seed,
+                 selection_label=splits.label)  # fmt: skip
+    hooks = Hooks(on_epoch_end=on_epoch_end, stop_when=best.stop, step_logs=lambda: dict(model.last_terms))
+    state = fit(accelerator, model, optimizer, loader, Plan(config.epochs, keep=config.keep_checkpoints), run, hooks,
+                register=(best,))  # fmt: skip
+    losses = state.records["epoch_loss"]
     model.load_state_dict(best.weights)
     result: dict[str, Any] = {
         "selection": splits.label,

@@ -1,8 +1,8 @@
 """Evaluate saved graph embeddings or checkpoints with each paper's protocol.
 
-    python -m integrations.graph.evaluate tu --embeddings outputs/graphcl_tu/seed0/embeddings.npz
-    python -m integrations.graph.evaluate tu --checkpoint outputs/graphcl_tu/seed0/model.pt --seeds 0 1 2 3 4
-    python -m integrations.graph.evaluate node --checkpoint outputs/grace/seed0/model.pt --split both
+    python -m integrations.graph.evaluate tu --embeddings outputs/graphcl_tu/seed_0/embeddings.npz
+    python -m integrations.graph.evaluate tu --checkpoint outputs/graphcl_tu/seed_0/model.pt --seeds 0 1 2 3 4
+    python -m integrations.graph.evaluate node --checkpoint outputs/grace/seed_0/model.pt --split both
     python -m integrations.graph.evaluate node --embeddings emb.npz --dataset Cora --split public
     python -m integrations.graph.evaluate molecule --checkpoint outputs/graphcl_transfer/pretrained_gin.pt \\
         --datasets bbbp bace --runseeds 0 1 2

@@ -25,15 +25,18 @@ import torch.nn.functional as F
 from torch import nn
 
 import cl_plugins as clp
-from integrations.common.accelerate_setup import end_tracking, make_accelerator, start_tracking
+from integrations.common import atomic
+from integrations.common.accelerate_setup import end_tracking, make_accelerator
 from integrations.common.cli import host_head_field, one_line_errors, parse_config
 from integrations.common.results import mean_std, write_json
+from integrations.common.run_config import RunConfig, output_dir_field, seed_folder
 from integrations.common.run_guard import guarded
+from integrations.common.training import Plan, Run, fit
 
 from .datasets import load_planetoid
 from .encoders import GCNEncoder
 from .node_eval import node_classification, pygcl_logreg_f1, pygcl_split
-from .trainer import fit, save_run_model
+from .trainer import graph_hooks, save_run_model
 
 #: GRACE's config.yaml
 PRESETS: dict[str, dict[str, Any]] = {
@@ -96,8 +99,8 @@ class GRACE(nn.Module):
         return z
 
 
-@dataclass
-class GraceConfig:
+@dataclass(kw_only=True)
+class GraceConfig(RunConfig):
     dataset: str = field(
         default="Cora", metadata={"help": "Planetoid name (folder <data root>/graphs/planetoid/NAME/raw)"}
     )
@@ -110,20 +113,14 @@ class GraceConfig:
                   "1000 epochs, its logistic-regression evaluator on its 10/80/10 split, one split per training "
                   "seed), the temperature-free paper's recipe"},
     )  # fmt: skip
-    loss: str = field(default="infonce", metadata={"help": f"strategy: {', '.join(clp.available_losses())}"})
-    loss_args: dict = field(default_factory=dict, metadata={"help": "strategy parameters"})
     tau: float = field(default=-1.0, metadata={"help": "GRACE's temperature (-1: the dataset's preset)"})
     epochs: int = field(default=-1, metadata={"help": "training epochs (-1: the dataset's preset)"})
     lr: float = field(default=-1.0, metadata={"help": "Adam learning rate (-1: preset)"})
     seeds: list[int] = field(default_factory=lambda: [0], metadata={"help": "training seeds"})
     eval_seeds: int = field(default=20, metadata={"help": "classifier splits / seeds per trained encoder"})
     split: str = field(default="both", metadata={"help": "evaluation split: random (10/10/80), public or both"})
-    output_dir: str = field(default="outputs/grace", metadata={"help": "checkpoints, embeddings, results.json"})
+    output_dir: str = output_dir_field("outputs/grace", "a seed_<s>/ folder per seed, results.json")
     host_head: bool = host_head_field()
-    resume: bool = field(default=False, metadata={"help": "continue each seed from its last checkpoint"})
-    overwrite: bool = field(default=False, metadata={"help": "replace what --output_dir holds (default: refuse)"})
-    log_with: str = field(default="tensorboard", metadata={"help": "Accelerate tracker (tensorboard, wandb, none)"})
-    progress: bool = field(default=True, metadata={"help": "show progress bars"})
 
 
 def settings(config: GraceConfig) -> dict[str, Any]:
@@ -161,31 +158,21 @@ def run_seed(config: GraceConfig, seed: int, dataset: Any) -> dict[str, Any]:
     from torch_geometric.loader import DataLoader
 
     s = settings(config)
-    out = Path(config.output_dir) / f"seed{seed}"
+    out = Path(config.output_dir) / seed_folder(seed)
     accelerator = make_accelerator(out, log_with=config.log_with)
     set_seed(seed)
     model = build_model(config, dataset.num_features)
     optimizer = torch.optim.Adam(model.parameters(), lr=s["lr"], weight_decay=s["weight_decay"])
-    start_tracking(accelerator, "grace", {**asdict(config), **s})
-    losses = fit(
-        accelerator,
-        model,
-        optimizer,
-        DataLoader(dataset, batch_size=1),
-        s["epochs"],
-        checkpoint_dir=out / "checkpoints",
-        resume=config.resume,
-        progress=config.progress,
-        desc=f"GRACE {config.dataset} {config.loss} seed {seed}",
-        min_graphs=1,
-        checkpoint_every=50,
-    )
+    plan = Plan(s["epochs"], save_every=50, keep=config.keep_checkpoints)
+    run = Run.of(config, out, f"GRACE {config.dataset} {config.loss} seed {seed}", "grace", **s)
+    state = fit(accelerator, model, optimizer, DataLoader(dataset, batch_size=1), plan, run, graph_hooks(1))
+    losses = state.records["epoch_loss"]
     result: dict[str, Any] = {"seed": seed, "final_loss": losses[-1] if losses else None}
     if accelerator.is_main_process:
         unwrapped: GRACE = accelerator.unwrap_model(model)
         graph = dataset[0].to(accelerator.device)
         emb = unwrapped.embed(graph).cpu().numpy()
-        np.savez(out / "embeddings.npz", embeddings=emb, labels=graph.y.cpu().numpy())
+        atomic.save_npz(out / "embeddings.npz", embeddings=emb, labels=graph.y.cpu().numpy())
         save_run_model(out / "model.pt", config, dataset.num_features, unwrapped)
         if config.recipe == "pygcl":
             labels = graph.y.cpu().numpy()
@@ -195,7 +182,7 @@ def run_seed(config: GraceConfig, seed: int, dataset: Any) -> dict[str, Any]:
             result["eval"] = evaluate_embeddings(emb, graph, config.split, config.eval_seeds)
         for split, rows in result["eval"].items():
             mi, ma = (mean_std([100 * r[k] for r in rows])[0] for k in ("micro_f1", "macro_f1"))
-            accelerator.log({f"eval/{split}_micro_f1": mi, f"eval/{split}_macro_f1": ma}, step=s["epochs"])
+            accelerator.log({f"eval/{split}_micro_f1": mi, f"eval/{split}_macro_f1": ma}, step=state.step)
             accelerator.print(
                 f"{config.dataset} {config.loss} seed {seed} [{split}]: F1-micro {mi:.2f} F1-macro {ma:.2f}"
             )

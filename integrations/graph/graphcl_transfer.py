@@ -27,22 +27,22 @@ from tqdm.auto import tqdm
 
 import cl_plugins as clp
 from integrations.common import atomic
-from integrations.common.accelerate_setup import end_tracking, make_accelerator, start_tracking
+from integrations.common.accelerate_setup import end_tracking, make_accelerator
 from integrations.common.cli import host_head_field, one_line_errors, parse_config
 from integrations.common.results import mean_std, write_json
+from integrations.common.run_config import RunConfig, output_dir_field
 from integrations.common.run_guard import guarded
+from integrations.common.training import Plan, Run, fit
 
 from .augment import GraphAugmentor
 from .checkpoints import load_molecule_gin
 from .encoders import MASK_ATOM, MoleculeGIN, projection_head
 from .molecules import MoleculeNetData, multitask_roc_auc, roc_auc_tasks, scaffold_split, zinc_graphs
-from .trainer import GraphCL, fit
+from .trainer import GraphCL, graph_hooks
 
 
-@dataclass
-class TransferConfig:
-    loss: str = field(default="infonce", metadata={"help": f"strategy: {', '.join(clp.available_losses())}"})
-    loss_args: dict = field(default_factory=dict, metadata={"help": "strategy parameters"})
+@dataclass(kw_only=True)
+class TransferConfig(RunConfig):
     tau: float = field(default=0.1, metadata={"help": "GraphCL transfer temperature (mapped onto the strategy's)"})
     aug1: str = field(
         default="random", metadata={"help": "augmentation of view 1 (none, dropN, permE, maskN, subgraph, random)"}
@@ -72,12 +72,8 @@ class TransferConfig:
     data_root: str = field(
         default="", metadata={"help": "folder holding dataset/ and zinc/ (default $CL_PLUGINS_DATA/molecules)"}
     )
-    output_dir: str = field(default="outputs/graphcl_transfer", metadata={"help": "checkpoints, models, results.json"})
+    output_dir: str = output_dir_field("outputs/graphcl_transfer", "pretrain/, pretrained_gin.pt, results.json")
     host_head: bool = host_head_field()
-    resume: bool = field(default=False, metadata={"help": "continue pre-training from its last epoch checkpoint"})
-    overwrite: bool = field(default=False, metadata={"help": "replace what --output_dir holds (default: refuse)"})
-    log_with: str = field(default="tensorboard", metadata={"help": "Accelerate tracker (tensorboard, wandb, none)"})
-    progress: bool = field(default=True, metadata={"help": "show progress bars"})  # fmt: skip
 
 
 def build_pretrain_model(config: TransferConfig) -> GraphCL:
@@ -106,18 +102,9 @@ def pretrain(config: TransferConfig) -> dict[str, torch.Tensor]:
     model = build_pretrain_model(config)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.pretrain_lr)
     loader = DataLoader(graphs, batch_size=config.pretrain_batch_size, shuffle=True)
-    start_tracking(accelerator, "graphcl_transfer", asdict(config))
-    losses = fit(
-        accelerator,
-        model,
-        optimizer,
-        loader,
-        config.pretrain_epochs,
-        checkpoint_dir=out / "pretrain" / "checkpoints",
-        resume=config.resume,
-        progress=config.progress,
-        desc=f"GraphCL pre-training {config.loss}",
-    )
+    plan = Plan(config.pretrain_epochs, keep=config.keep_checkpoints)
+    run = Run.of(config, out / "pretrain", f"GraphCL pre-training {config.loss}", "graphcl_transfer")
+    losses = fit(accelerator, model, optimizer, loader, plan, run, graph_hooks()).records["epoch_loss"]
     state = {k: v.cpu() for k, v in accelerator.unwrap_model(model).encoder.state_dict().items()}
     if accelerator.is_main_process:
         atomic.torch_save({"config": asdict(config), "gnn": state, "epoch_loss": losses}, out / "pretrained_gin.pt")

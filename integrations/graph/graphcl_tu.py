@@ -17,32 +17,32 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
 import cl_plugins as clp
-from integrations.common.accelerate_setup import end_tracking, make_accelerator, start_tracking
+from integrations.common import atomic
+from integrations.common.accelerate_setup import end_tracking, make_accelerator
 from integrations.common.cli import host_head_field, one_line_errors, parse_config
 from integrations.common.results import mean_std, write_json
+from integrations.common.run_config import RunConfig, output_dir_field, seed_folder
 from integrations.common.run_guard import guarded
+from integrations.common.training import Plan, Run, fit
 
 from .augment import GraphAugmentor
 from .datasets import load_tu
 from .encoders import GINEncoder, projection_head
 from .svm_eval import svm_cv_accuracy
-from .trainer import GraphCL, fit, save_run_model
+from .trainer import GraphCL, graph_hooks, save_run_model
 
 
-@dataclass
-class TUConfig:
+@dataclass(kw_only=True)
+class TUConfig(RunConfig):
     dataset: str = field(default="MUTAG", metadata={"help": "TU dataset name (folder <data root>/graphs/tu/NAME/raw)"})
     data_root: str = field(
         default="", metadata={"help": "folder holding NAME/raw (default $CL_PLUGINS_DATA/graphs/tu)"}
     )
     features: str = field(default="auto", metadata={"help": "node features: auto, labels, degree or constant"})
-    loss: str = field(default="infonce", metadata={"help": f"strategy: {', '.join(clp.available_losses())}"})
-    loss_args: dict = field(default_factory=dict, metadata={"help": "strategy parameters"})
     tau: float = field(default=0.2, metadata={"help": "GraphCL's temperature (mapped onto the strategy's own)"})
     aug: str = field(
         default="random4", metadata={"help": "augmentation: dnodes, pedges, subgraph, mask_nodes, random2/3/4"}
@@ -56,12 +56,8 @@ class TUConfig:
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 4], metadata={"help": "seeds (training and folds)"})
     eval_folds: int = field(default=10, metadata={"help": "outer folds of the SVM evaluation"})
     svm_search: bool = field(default=True, metadata={"help": "grid-search C (GraphCL's search=True)"})
-    output_dir: str = field(default="outputs/graphcl_tu", metadata={"help": "checkpoints, embeddings, results.json"})
+    output_dir: str = output_dir_field("outputs/graphcl_tu", "a seed_<s>/ folder per seed, results.json")
     host_head: bool = host_head_field()
-    resume: bool = field(default=False, metadata={"help": "continue each seed from its last epoch checkpoint"})
-    overwrite: bool = field(default=False, metadata={"help": "replace what --output_dir holds (default: refuse)"})
-    log_with: str = field(default="tensorboard", metadata={"help": "Accelerate tracker (tensorboard, wandb, none)"})
-    progress: bool = field(default=True, metadata={"help": "show progress bars"})
 
 
 def build_model(config: TUConfig, num_features: int) -> GraphCL:
@@ -78,35 +74,26 @@ def run_seed(config: TUConfig, seed: int, dataset: Any) -> dict[str, Any]:
     from accelerate.utils import set_seed
     from torch_geometric.loader import DataLoader
 
-    out = Path(config.output_dir) / f"seed{seed}"
+    out = Path(config.output_dir) / seed_folder(seed)
     accelerator = make_accelerator(out, log_with=config.log_with)
     set_seed(seed)
     model = build_model(config, dataset.num_features)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
     loader = DataLoader(dataset, batch_size=config.batch_size, shuffle=True)
-    start_tracking(accelerator, "graphcl_tu", asdict(config))
-    losses = fit(
-        accelerator,
-        model,
-        optimizer,
-        loader,
-        config.epochs,
-        checkpoint_dir=out / "checkpoints",
-        resume=config.resume,
-        progress=config.progress,
-        desc=f"GraphCL {config.dataset} {config.loss} seed {seed}",
-    )
-    result: dict[str, Any] = {"seed": seed, "epoch_loss": losses}
+    plan = Plan(config.epochs, keep=config.keep_checkpoints)
+    run = Run.of(config, out, f"GraphCL {config.dataset} {config.loss} seed {seed}", "graphcl_tu")
+    state = fit(accelerator, model, optimizer, loader, plan, run, graph_hooks())
+    result: dict[str, Any] = {"seed": seed, "epoch_loss": state.records["epoch_loss"]}
     if accelerator.is_main_process:
         unwrapped: GraphCL = accelerator.unwrap_model(model)
         emb, y = unwrapped.embed_all(DataLoader(dataset, batch_size=512), accelerator.device)
-        np.savez(out / "embeddings.npz", embeddings=emb.numpy(), labels=y.numpy().ravel())
+        atomic.save_npz(out / "embeddings.npz", embeddings=emb.numpy(), labels=y.numpy().ravel())
         save_run_model(out / "model.pt", config, dataset.num_features, unwrapped)
         acc = svm_cv_accuracy(
             emb.numpy(), y.numpy().ravel(), seed=seed, folds=config.eval_folds, search=config.svm_search
         )
         result["accuracy"] = acc
-        accelerator.log({"eval/svm_accuracy": acc}, step=config.epochs)
+        accelerator.log({"eval/svm_accuracy": acc}, step=state.step)
         accelerator.print(f"{config.dataset} {config.loss} seed {seed}: SVM accuracy {100 * acc:.2f}")
     end_tracking(accelerator)
     return result

@@ -2,9 +2,9 @@
 
 :class:`GraphCL` turns a mini-batch of graphs into two views, encodes and projects both, and
 returns the loss of the cl-plugins strategy (GraphCL's layout: view 1 anchors against view 2,
-one direction). :func:`fit` runs epochs with a progress bar, tracker logging of the loss and the
-strategy's statistics, and an Accelerate checkpoint at the end of every epoch from which
-``resume=True`` continues exactly (model, optimizer, RNG, epoch).
+one direction). Training runs epochs with a progress bar, tracker logging of the loss and the
+strategy's statistics, and checkpoints from which ``--resume`` continues exactly, on the one loop
+:func:`integrations.common.training.fit` (:func:`graph_hooks` skips batches too small to contrast).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from integrations.common import atomic
-from integrations.common.training import fit as common_fit
+from integrations.common.training import Hooks
 
 
 class GraphCL(nn.Module):
@@ -77,10 +77,9 @@ def load_run_model(path: str | Path, config_cls: type, build_model: Callable[[An
     return config, model
 
 
-def fit(accelerator: Any, model: nn.Module, *args: Any, min_graphs: int = 2, **kwargs: Any) -> list[float]:
-    """:func:`integrations.common.training.fit`, skipping batches of fewer than ``min_graphs`` graphs.
+def graph_hooks(min_graphs: int = 2, **hooks: Any) -> Hooks:
+    """The loop's hooks for a graph trainer: batches of fewer than ``min_graphs`` graphs are skipped.
 
     With graph-level contrast an anchor needs a negative; node-level models such as GRACE pass 1.
     """
-    kwargs.setdefault("desc", "GraphCL")
-    return common_fit(accelerator, model, *args, skip_batch=lambda data: data.num_graphs < min_graphs, **kwargs)
+    return Hooks(skip_batch=lambda data: data.num_graphs < min_graphs, **hooks)

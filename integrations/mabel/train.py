@@ -28,6 +28,7 @@ from typing import Any
 from integrations.common import atomic
 from integrations.common.cli import one_line_errors, parse_config
 from integrations.common.paths import cache_dir
+from integrations.common.run_config import output_dir_field
 from integrations.common.run_guard import guarded
 from integrations.simcse.train import TrainConfig, build_strategy, dropout_overrides, train
 
@@ -39,13 +40,13 @@ PAPER = dict(batch_size=32, learning_rate=5e-5, epochs=2.0, max_seq_length=128, 
              mlm_weight=0.1, align_weight=0.05, temp=0.05)  # fmt: skip
 
 
-@dataclass
+@dataclass(kw_only=True)
 class MabelConfig(TrainConfig):
     model: str = field(default="", metadata={"help": "AutoModelForMaskedLM folder (default: MiniLM + fitted MLM head)"})
     train_file: str = field(
         default="", metadata={"help": "MABEL's entailment_data.csv or a sent0,sent1 CSV (default: SICK train)"}
     )
-    output_dir: str = field(default="outputs/mabel", metadata={"help": "checkpoints, logs, best/ and final/"})
+    output_dir: str = output_dir_field("outputs/mabel", "checkpoints, logs, best/ and final/")
     align_weight: float = field(default=0.05, metadata={"help": "weight of the alignment term (MABEL's align_temp)"})
     align_temp: float = field(default=0.05, metadata={"help": "constant τ inside the alignment term"})
     bias_type: str = field(default="gender", metadata={"help": "word list of bias_attribute_words.json to swap"})

@@ -37,11 +37,12 @@ import torch
 from accelerate import PartialState
 from torch import nn
 
-from integrations.common.accelerate_setup import end_tracking, make_accelerator, start_tracking
+from integrations.common.accelerate_setup import end_tracking, make_accelerator
 from integrations.common.cli import one_line_errors, parse_config
 from integrations.common.results import mean_std, write_json
+from integrations.common.run_config import RunConfig, output_dir_field, seed_folder
 from integrations.common.run_guard import guarded
-from integrations.common.training import fit
+from integrations.common.training import Hooks, Plan, Run, RunState, fit
 from integrations.vision.augment import IMAGENET_MEAN, IMAGENET_STD, EvalTransform, SSLAugment
 from integrations.vision.data import CIFAR10_CLASSES, load_cifar10, stratified_subset
 from integrations.vision.features import extract_features
@@ -54,16 +55,14 @@ from .scoring import knn_anomaly_score, roc_auc
 FROZEN = ("conv1", "bn1", "layer1", "layer2")
 
 
-@dataclass
-class MSCConfig:
+@dataclass(kw_only=True)
+class MSCConfig(RunConfig):
     backbone_path: str = field(
         default="outputs/vision/backbone.pt",
         metadata={"help": "backbone.pt of integrations.vision.train, or a torchvision ResNet state dict (.pth)"},
     )
     arch: str = field(default="resnet152", metadata={"help": "architecture of a torchvision state dict"})
     image_size: int = field(default=224, metadata={"help": "input size for torchvision weights (MSC: 224)"})
-    loss: str = field(default="infonce", metadata={"help": "cl-plugins strategy in place of MSC's NT-Xent"})
-    loss_args: dict[str, Any] = field(default_factory=dict)
     tau: float = field(default=MSC_TAU, metadata={"help": "host temperature (MSC: 0.25)"})
     angular: bool = field(default=False, metadata={"help": "add MSC's angular centre loss"})
     normal_classes: list[int] = field(
@@ -81,11 +80,7 @@ class MSCConfig:
     test_per_class: int = field(default=0, metadata={"help": "test images per class (0: all 1,000)"})
     data_root: str = field(default="", metadata={"help": "folder holding images/... (default: $CL_PLUGINS_DATA)"})
     mixed_precision: str = field(default="no", metadata={"help": "no, fp16 or bf16"})
-    output_dir: str = field(default="outputs/msc", metadata={"help": "per-class checkpoints and results.json"})
-    resume: bool = field(default=False, metadata={"help": "continue each one-class run from its last checkpoint"})
-    overwrite: bool = field(default=False, metadata={"help": "replace what --output_dir holds (default: refuse)"})
-    log_with: str = field(default="tensorboard", metadata={"help": "Accelerate tracker (tensorboard, wandb, none)"})
-    progress: bool = field(default=True, metadata={"help": "show progress bars"})
+    output_dir: str = output_dir_field("outputs/msc", "a class<c>_seed_<s>/ folder per one-class run, results.json")
 
 
 class MSCModel(nn.Module):
@@ -189,7 +184,7 @@ def run_one_class(config: MSCConfig, normal: int, seed: int, splits: Splits) -> 
     from accelerate.utils import set_seed
     from torch.utils.data import DataLoader, TensorDataset
 
-    out = Path(config.output_dir) / f"class{normal}_seed{seed}"
+    out = Path(config.output_dir) / f"class{normal}_{seed_folder(seed)}"
     accelerator = make_accelerator(out, mixed_precision=config.mixed_precision, log_with=config.log_with)
     set_seed(seed)
     backbone, evaluation, augment, _ = load_msc_backbone(config)
@@ -205,43 +200,35 @@ def run_one_class(config: MSCConfig, normal: int, seed: int, splits: Splits) -> 
         f_test = extract_features(model.embed, test, evaluation, device=device, batch_size=256)
         return roc_auc(test_labels, knn_anomaly_score(f_train, f_test, config.k)), f_train
 
-    model.eval()
-    auc0, f_train = score()
-    model.set_center(f_train)
-    aucs, eval_epochs = [auc0], [0]
-    accelerator.print(f"class {normal} ({CIFAR10_CLASSES[normal]}) seed {seed}: epoch 0 ROC-AUC {100 * auc0:.2f}")
-    start_tracking(accelerator, "msc", asdict(config) | {"normal_class": normal, "seed": seed})
+    def on_start(state: RunState) -> None:
+        if state.step == 0:  # the centre and the AUC before training (a resumed run has both in its checkpoint)
+            model.eval()
+            auc0, f_train = score()
+            model.set_center(f_train)
+            state.record("roc_auc", [0, auc0])
+            accelerator.print(f"class {normal} ({CIFAR10_CLASSES[normal]}) seed {seed}: epoch 0 ROC-AUC "
+                              f"{100 * auc0:.2f}")  # fmt: skip
+
+    def on_epoch_end(state: RunState) -> None:
+        epoch = state.epoch
+        due = epoch == config.epochs or (config.eval_every and epoch % config.eval_every == 0)
+        if accelerator.is_main_process and due:
+            state.record("roc_auc", [epoch, score()[0]])
+            accelerator.log({"eval/roc_auc": state.records["roc_auc"][-1][1]}, step=state.step)
+            accelerator.print(f"class {normal} seed {seed}: epoch {epoch} ROC-AUC "
+                              f"{100 * state.records['roc_auc'][-1][1]:.2f}")  # fmt: skip
+
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.SGD(params, lr=config.lr, weight_decay=config.weight_decay)
     loader = DataLoader(TensorDataset(train), batch_size=config.batch_size, shuffle=True, drop_last=False)
-
-    def on_epoch_end(epoch: int) -> None:
-        due = epoch == config.epochs or (config.eval_every and epoch % config.eval_every == 0)
-        if accelerator.is_main_process and due:
-            aucs.append(score()[0])
-            eval_epochs.append(epoch)
-            accelerator.log({"eval/roc_auc": aucs[-1]}, step=epoch)
-            accelerator.print(f"class {normal} seed {seed}: epoch {epoch} ROC-AUC {100 * aucs[-1]:.2f}")
-
     t0 = time.time()
-    losses = fit(
-        accelerator,
-        model,
-        optimizer,
-        loader,
-        config.epochs,
-        checkpoint_dir=out / "checkpoints",
-        resume=config.resume,
-        progress=config.progress,
-        desc=f"MSC class {normal} {config.loss}",
-        skip_batch=lambda batch: batch[0].shape[0] < 2,
-        on_epoch_end=on_epoch_end,
-    )
+    run = Run.of(config, out, f"MSC class {normal} {config.loss}", "msc", normal_class=normal, seed=seed)
+    hooks = Hooks(on_start=on_start, on_epoch_end=on_epoch_end, skip_batch=lambda batch: batch[0].shape[0] < 2)
+    state = fit(accelerator, model, optimizer, loader, Plan(config.epochs, keep=config.keep_checkpoints), run, hooks)
     end_tracking(accelerator)
-    seconds = time.time() - t0
-    return dict(
-        normal_class=normal, seed=seed, roc_auc=aucs, eval_epochs=eval_epochs, epoch_loss=losses, seconds=seconds
-    )
+    aucs = state.records["roc_auc"]
+    return dict(normal_class=normal, seed=seed, roc_auc=[a for _, a in aucs], eval_epochs=[e for e, _ in aucs],
+                epoch_loss=state.records["epoch_loss"], seconds=time.time() - t0)  # fmt: skip
 
 
 @guarded

@@ -195,13 +195,16 @@ class SimCSEModel(nn.Module):
     def mlm_loss(
         self, mlm_input_ids: torch.Tensor | None, mlm_labels: torch.Tensor | None, attention_mask: torch.Tensor
     ) -> torch.Tensor | None:
-        """The MLM cross-entropy over [B, S, L] masked inputs (None without MLM or its inputs)."""
+        """The MLM cross-entropy over [B, S, L] masked inputs (None without MLM or its inputs); 0 for a batch in
+        which no token was masked (short sentences), where the mean over no token would be NaN."""
         if not self.do_mlm or mlm_input_ids is None or mlm_labels is None:
             return None
         length = mlm_input_ids.shape[-1]
         logits = self.backbone(
             input_ids=mlm_input_ids.reshape(-1, length), attention_mask=attention_mask.reshape(-1, length)
         ).logits
+        if not bool((mlm_labels != -100).any()):
+            return logits.sum() * 0.0
         return F.cross_entropy(logits.flatten(0, 1), mlm_labels.reshape(-1))
 
     @torch.no_grad()

@@ -8,7 +8,7 @@
 * Under several processes the loss gathers embeddings with gradient, so negatives (and MACL's
   alignment) are global; learnable / AMCL temperatures are parameters of the model.
 * ``--save_steps`` writes a full training state (model, optimizer, scheduler, RNG, data position)
-  to ``OUTPUT/checkpoints/step_N``; ``--resume latest`` (or a path) continues bit for bit.
+  to ``OUTPUT/checkpoints/step_N``; ``--resume`` continues bit for bit from the newest.
 * Every ``--eval_steps`` the STS-B dev Spearman is computed and the best model is kept in
   ``OUTPUT/best`` (SimCSE's model selection); the final model goes to ``OUTPUT/final``.
 """
@@ -25,27 +25,25 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
-from tqdm.auto import tqdm
 
 import cl_plugins as clp
 from integrations.common import atomic
-from integrations.common.accelerate_setup import end_tracking, make_accelerator, start_tracking
+from integrations.common.accelerate_setup import end_tracking, make_accelerator
 from integrations.common.cli import add_dataclass_arguments, host_head_field, new_parser, one_line_errors
 from integrations.common.cli import config_from_args as dataclass_config_from_args
+from integrations.common.run_config import RunConfig, output_dir_field
 from integrations.common.run_guard import guarded
-from integrations.common.training import resume_from
+from integrations.common.training import Hooks, Plan, Run, RunState, fit
 
 from .data import Collator, EpochSampler, TextDataset, read_sentences, read_triples
 from .model import POOLERS, SimCSEModel, check_model_path
 
 
-@dataclass
-class TrainConfig:
+@dataclass(kw_only=True)
+class TrainConfig(RunConfig):
     model: str = field(metadata={"help": "Hugging Face BERT/RoBERTa checkpoint directory (or hub name online)"})
     train_file: str = field(metadata={"help": "one sentence per line (unsupervised) or sent0,sent1,hard_neg CSV"})
-    output_dir: str = field(default="outputs/simcse", metadata={"help": "where checkpoints, logs and models go"})
-    loss: str = field(default="infonce", metadata={"help": f"strategy: {', '.join(clp.available_losses())}"})
-    loss_args: dict = field(default_factory=dict, metadata={"help": "strategy parameters (see --loss_arg)"})
+    output_dir: str = output_dir_field("outputs/simcse", "checkpoints, logs, best/ and final/")
     temp: float = field(default=0.05, metadata={"help": "SimCSE's temperature: the strategy's host τ (infonce's τ)"})
     pooler: str = field(default="cls", metadata={"help": f"one of {', '.join(POOLERS)}"})
     mlp_only_train: bool = field(default=False, metadata={"help": "use the MLP head in training only"})
@@ -67,27 +65,6 @@ class TrainConfig:
     seed: int = field(default=42, metadata={"help": "seed of initialisation, data order and dropout"})
     eval_steps: int = field(default=125, metadata={"help": "STS-B dev evaluation every N steps (0: never)"})
     save_steps: int = field(default=0, metadata={"help": "full training-state checkpoint every N steps (0: never)"})
-    resume: str = field(default="", metadata={"help": "'latest' or a checkpoint folder to continue from"})
-    overwrite: bool = field(default=False, metadata={"help": "replace what --output_dir holds (default: refuse)"})
-    log_with: str = field(default="tensorboard", metadata={"help": "Accelerate tracker (tensorboard, wandb, none)"})
-    progress: bool = field(default=True, metadata={"help": "show a progress bar"})
-
-
-class TrainState:
-    """Counters saved with every checkpoint (registered with Accelerate)."""
-
-    def __init__(self) -> None:
-        self.step, self.epoch, self.step_in_epoch, self.best = 0, 0, 0, -math.inf
-        self.dev_curve: list[tuple[int, float]] = []  # (step, STS-B dev Spearman) of every evaluation
-
-    def state_dict(self) -> dict[str, Any]:
-        return dict(step=self.step, epoch=self.epoch, step_in_epoch=self.step_in_epoch, best=self.best,
-                    dev_curve=[list(point) for point in self.dev_curve])  # fmt: skip
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.step, self.epoch = state["step"], state["epoch"]
-        self.step_in_epoch, self.best = state["step_in_epoch"], state["best"]
-        self.dev_curve = [tuple(point) for point in state.get("dev_curve", [])]  # absent before it was kept
 
 
 def alignment_uniformity(z1: torch.Tensor, z2: torch.Tensor) -> tuple[float, float]:
@@ -121,10 +98,6 @@ def dev_score(model: SimCSEModel, tokenizer: Any, max_length: int | None = None)
 
     encode = lambda sents: model.encode(list(sents), tokenizer, max_length=max_length).numpy()  # noqa: E731
     return eval_relatedness(encode, "STSBenchmark", ("dev",))["dev"]
-
-
-def latest_checkpoint(output_dir: Path) -> Path | None:
-    return atomic.latest_complete(output_dir / "checkpoints", "step")
 
 
 def build_strategy(config: TrainConfig) -> clp.ContrastiveLoss:
@@ -161,6 +134,25 @@ def build_model(config: TrainConfig) -> SimCSEModel:
     )
 
 
+def training_data(config: TrainConfig, tokenizer: Any, items: list | None) -> tuple[DataLoader, Any, Any]:
+    """(loader, its sampler, its collator): ``items`` (default: read from ``--train_file``), each epoch's order a
+    function of the epoch, so a checkpoint in the middle of an epoch resumes at its batch."""
+    limit = None if config.max_train_samples < 0 else config.max_train_samples
+    if items is None:
+        supervised = config.train_file.endswith(".csv")
+        items = read_triples(config.train_file, limit) if supervised else read_sentences(config.train_file, limit)
+    elif limit is not None:
+        items = items[:limit]
+    dataset = TextDataset(items)
+    sampler = EpochSampler(len(dataset), config.seed)
+    collate = Collator(tokenizer, config.max_seq_length, do_mlm=config.do_mlm, seed=config.seed)
+    # its own generator: creating an iterator draws a seed, which must not move the global (dropout) RNG,
+    # or a resumed run would see different dropout masks than an uninterrupted one
+    loader = DataLoader(dataset, batch_size=config.batch_size, sampler=sampler, collate_fn=collate, drop_last=True,
+                        generator=torch.Generator().manual_seed(config.seed))  # fmt: skip
+    return loader, sampler, collate
+
+
 @guarded
 def train(
     config: TrainConfig,
@@ -185,94 +177,33 @@ def train(
     )
     set_seed(config.seed)
     tokenizer = AutoTokenizer.from_pretrained(config.model)
-
-    limit = None if config.max_train_samples < 0 else config.max_train_samples
-    if items is None:
-        supervised = config.train_file.endswith(".csv")
-        items = read_triples(config.train_file, limit) if supervised else read_sentences(config.train_file, limit)
-    elif limit is not None:
-        items = items[:limit]
-    dataset = TextDataset(items)
-    sampler = EpochSampler(len(dataset), config.seed)
-    collate = Collator(tokenizer, config.max_seq_length, do_mlm=config.do_mlm, seed=config.seed)
-    # its own generator: creating an iterator draws a seed, which must not move the global (dropout) RNG,
-    # or a resumed run would see different dropout masks than an uninterrupted one
-    loader = DataLoader(
-        dataset,
-        batch_size=config.batch_size,
-        sampler=sampler,
-        collate_fn=collate,
-        drop_last=True,
-        generator=torch.Generator().manual_seed(config.seed),
-    )
-
+    loader, sampler, collate = training_data(config, tokenizer, items)
     if model is None:
         model = build_model(config)
     optimizer = torch.optim.AdamW(clp.param_groups(model, config.weight_decay), lr=config.learning_rate)
+    unwrapped = model
 
-    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
-    steps_per_epoch = max(1, len(loader) // config.gradient_accumulation_steps)  # per process, after sharding
-    total = config.max_steps if config.max_steps > 0 else math.ceil(config.epochs * steps_per_epoch)
-    scheduler = accelerator.prepare(get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total), total))
-    state = TrainState()
-    accelerator.register_for_checkpointing(state)
-
-    if config.resume:
-        path = latest_checkpoint(out) if config.resume == "latest" else Path(config.resume)
-        if path is None or not atomic.is_complete(path):
-            raise FileNotFoundError(f"--resume {config.resume}: no complete checkpoint under {out / 'checkpoints'}")
-        resume_from(accelerator, path, optimizer, (scheduler,))
-        accelerator.print(f"resumed from {path} at step {state.step}")
-        if state.step > total:
-            raise ValueError(f"--resume: {path} is at step {state.step}, past the {total} steps of this run "
-                             "(--max_steps / --epochs); its model would be reported as a shorter run's")  # fmt: skip
-
-    start_tracking(accelerator, project, asdict(config))
-    unwrapped: SimCSEModel = accelerator.unwrap_model(model)
-    # a schedule counted in epochs needs the steps of an epoch (Accelerate steps on a short last accumulation too)
-    clp.set_epoch_length(unwrapped.loss_fn, math.ceil(len(loader) / config.gradient_accumulation_steps))
-    bar = tqdm(
-        total=total,
-        initial=state.step,
-        disable=not (config.progress and accelerator.is_local_main_process),
-        desc=f"{project} {config.loss}",
-    )
-    model.train()
-    while state.step < total:
+    def on_epoch_start(state: RunState) -> None:
         sampler.set_epoch(state.epoch)
         collate.epoch = state.epoch
-        batches = accelerator.skip_first_batches(loader, state.step_in_epoch * config.gradient_accumulation_steps)
-        for batch in batches:
-            with accelerator.accumulate(model):
-                loss = model(**batch)
-                accelerator.backward(loss)
-                optimizer.step()
-                if accelerator.sync_gradients:
-                    scheduler.step()
-                optimizer.zero_grad()
-            if not accelerator.sync_gradients:
-                continue
-            clp.after_optimizer_step(unwrapped.loss_fn)
-            state.step += 1
-            state.step_in_epoch += 1
-            bar.update(1)
-            logs = {"train/loss": float(loss.detach()), "train/lr": scheduler.get_last_lr()[0]}
-            logs.update({f"train/{k}": v for k, v in unwrapped.loss_fn.stats.items() if k != "loss"})
-            logs.update({f"train/{k}": v for k, v in getattr(unwrapped, "last_terms", {}).items()})
-            if unwrapped.last_embeddings is not None:
-                logs["train/align"], logs["train/uniformity"] = alignment_uniformity(*unwrapped.last_embeddings)
-            accelerator.log(logs, step=state.step)
-            bar.set_postfix(loss=f"{logs['train/loss']:.4f}", tau=f"{logs.get('train/tau_mean', float('nan')):.4f}")
-            if config.eval_steps and state.step % config.eval_steps == 0:
-                _evaluate_and_keep_best(accelerator, unwrapped, tokenizer, state, out, config)
-            if config.save_steps and state.step % config.save_steps == 0:
-                atomic.save_state(accelerator, out / "checkpoints" / f"step_{state.step}")
-            if state.step >= total:
-                break
-        else:
-            state.epoch += 1
-            state.step_in_epoch = 0
-    bar.close()
+
+    def on_step_end(state: RunState) -> None:
+        if config.eval_steps and state.step % config.eval_steps == 0:
+            _evaluate_and_keep_best(accelerator, unwrapped, tokenizer, state, out, config)
+
+    def step_logs() -> dict[str, float]:
+        logs = dict(getattr(unwrapped, "last_terms", {}))
+        if unwrapped.last_embeddings is not None:
+            logs["align"], logs["uniformity"] = alignment_uniformity(*unwrapped.last_embeddings)
+        return logs
+
+    plan = Plan(config.epochs, config.max_steps, save_every=config.save_steps, save_unit="step",
+                keep=config.keep_checkpoints, seekable=True)  # fmt: skip
+    run = Run(out / "checkpoints", config.resume, config.progress, f"{project} {config.loss}",
+              tracking=(project, asdict(config)))  # fmt: skip
+    hooks = Hooks(on_epoch_start=on_epoch_start, on_step_end=on_step_end, step_logs=step_logs)
+    schedule = lambda opt, total: get_linear_schedule_with_warmup(opt, int(config.warmup_ratio * total), total)  # noqa: E731
+    state = fit(accelerator, model, optimizer, loader, plan, run, hooks, schedule=schedule)
     if config.eval_steps and state.step % config.eval_steps:  # not already evaluated at this step
         _evaluate_and_keep_best(accelerator, unwrapped, tokenizer, state, out, config)
     accelerator.wait_for_everyone()
@@ -280,29 +211,31 @@ def train(
         with atomic.folder(out / "final") as tmp:
             save_model(unwrapped, tokenizer, tmp, config)
     end_tracking(accelerator)
+    curve = [tuple(point) for point in state.records.get("dev", [])]
     return dict(
         steps=state.step,
         strategy=unwrapped.loss_fn.hyperparameters(),  # what trained: preset, --temp and --loss_arg applied
-        best_stsb_dev=state.best,
-        dev_curve=state.dev_curve,
+        best_stsb_dev=max((score for _, score in curve), default=-math.inf),
+        dev_curve=curve,
         final=str(out / "final"),
         best=str(out / "best") if config.eval_steps else None,
     )
 
 
 def _evaluate_and_keep_best(
-    accelerator: Any, model: SimCSEModel, tokenizer: Any, state: TrainState, out: Path, config: TrainConfig
+    accelerator: Any, model: SimCSEModel, tokenizer: Any, state: RunState, out: Path, config: TrainConfig
 ) -> None:
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
         score = dev_score(model, tokenizer)
         accelerator.log({"eval/stsb_dev_spearman": score}, step=state.step)
-        state.dev_curve.append((state.step, score))
-        if score > state.best:
-            state.best = score
+        best = max((s for _, s in state.records.get("dev", [])), default=-math.inf)
+        state.record("dev", [state.step, score])
+        if score > best:
+            best = score
             with atomic.folder(out / "best") as tmp:  # the previous best stays until this one is complete
                 save_model(model, tokenizer, tmp, config)
-        accelerator.print(f"step {state.step}: STS-B dev Spearman {score:.2f} (best {state.best:.2f})")
+        accelerator.print(f"step {state.step}: STS-B dev Spearman {score:.2f} (best {best:.2f})")
     model.train()
     accelerator.wait_for_everyone()
 

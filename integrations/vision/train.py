@@ -17,6 +17,7 @@ temperature statistics of the strategy, kNN accuracy).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import time
@@ -29,11 +30,12 @@ from torch import nn
 
 import cl_plugins as clp
 from integrations.common import atomic
-from integrations.common.accelerate_setup import end_tracking, make_accelerator, start_tracking
+from integrations.common.accelerate_setup import end_tracking, make_accelerator
 from integrations.common.cli import host_head_field, one_line_errors, parse_config
 from integrations.common.results import write_json
+from integrations.common.run_config import RunConfig, output_dir_field
 from integrations.common.run_guard import guarded
-from integrations.common.training import fit
+from integrations.common.training import Hooks, Plan, Run, RunState, fit
 
 from .augment import CIFAR10_MEAN, CIFAR10_STD, EvalTransform, SSLAugment
 from .data import load_cifar10, load_fashion_mnist, long_tail_indices, stratified_subset
@@ -47,11 +49,9 @@ DATASETS = ("cifar10", "cifar10_lt", "fashion_mnist")
 FASHION_MNIST_MEAN, FASHION_MNIST_STD = (0.2860,), (0.3530,)
 
 
-@dataclass
-class VisionConfig:
+@dataclass(kw_only=True)
+class VisionConfig(RunConfig):
     framework: str = field(default="simclr", metadata={"help": f"one of {', '.join(FRAMEWORKS)}"})
-    loss: str = field(default="infonce", metadata={"help": "cl-plugins strategy (clp.available_losses())"})
-    loss_args: dict[str, Any] = field(default_factory=dict)
     tau: float = field(default=0.1, metadata={"help": "host temperature (infonce τ; see host_loss for the others)"})
     dataset: str = field(default="cifar10", metadata={"help": f"one of {', '.join(DATASETS)}"})
     data_root: str = field(default="", metadata={"help": "folder holding images/... (default: $CL_PLUGINS_DATA)"})
@@ -80,15 +80,11 @@ class VisionConfig:
     linear_epochs: int = field(default=100, metadata={"help": "linear-probe epochs at the end (0: skip)"})
     mixed_precision: str = field(default="no", metadata={"help": "no, fp16 or bf16"})
     seed: int = field(default=0, metadata={"help": "seed of initialisation, data order and augmentation"})
-    output_dir: str = field(default="outputs/vision", metadata={"help": "checkpoints, backbone.pt, results.json"})
+    output_dir: str = output_dir_field("outputs/vision", "checkpoints, backbone.pt, results.json")
     checkpoint_every: int = field(default=1, metadata={"help": "checkpoint every N epochs (and at the end)"})
-    resume: bool = field(default=False, metadata={"help": "continue from the last checkpoint"})
-    overwrite: bool = field(default=False, metadata={"help": "replace what --output_dir holds (default: refuse)"})
     stop_after_epochs: int = field(
         default=0, metadata={"help": "stop once this many epochs are done (split a run into jobs; then --resume)"}
     )
-    log_with: str = field(default="tensorboard", metadata={"help": "Accelerate tracker (tensorboard, wandb, none)"})
-    progress: bool = field(default=True, metadata={"help": "show progress bars"})
 
 
 def load_split(config: VisionConfig, split: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -156,8 +152,10 @@ def build_model(config: VisionConfig, in_channels: int = 3) -> ContrastiveSSL:
     )
 
 
-def cosine_schedule(optimizer: torch.optim.Optimizer, total_steps: int, warmup_steps: int) -> Any:
-    """Linear warm-up, then cosine decay to 0, stepped once per optimizer step."""
+def cosine_schedule(optimizer: torch.optim.Optimizer, total_steps: int, warmup_fraction: float = 0.0) -> Any:
+    """Linear warm-up over ``warmup_fraction`` of the steps, then cosine decay to 0, stepped once per optimizer
+    step."""
+    warmup_steps = round(warmup_fraction * total_steps)
 
     def factor(step: int) -> float:
         if step < warmup_steps:
@@ -248,44 +246,26 @@ def run(config: VisionConfig) -> dict[str, Any]:
     loader = DataLoader(
         TensorDataset(images, labels), batch_size=min(config.batch_size, images.shape[0]), shuffle=True, drop_last=True
     )
-    steps_per_epoch = max(1, len(loader) // accelerator.num_processes)
-    scheduler = cosine_schedule(optimizer, config.epochs * steps_per_epoch, config.warmup_epochs * steps_per_epoch)
     sets = evaluation_sets(config, train)
-    start_tracking(accelerator, "vision_ssl", asdict(config))
-    history: list[dict[str, float]] = []
 
-    def after_step() -> None:
-        scheduler.step()
-        model.momentum_update()
-
-    def on_epoch_end(epoch: int) -> None:
-        if (
-            accelerator.is_main_process
-            and config.eval_every
-            and epoch % config.eval_every == 0
-            and epoch < config.epochs
-        ):
+    def on_epoch_end(state: RunState) -> None:
+        epoch = state.epoch
+        if accelerator.is_main_process and config.eval_every and epoch % config.eval_every == 0 \
+                and epoch < config.epochs:  # fmt: skip
             res = evaluate(config, model.backbone, sets, accelerator.device, linear=False)
-            history.append({"epoch": epoch, **res})
-            accelerator.log({f"eval/{k}": v for k, v in res.items()}, step=epoch * steps_per_epoch)
+            state.record("history", {"epoch": epoch, **res})
+            accelerator.log({f"eval/{k}": v for k, v in res.items()}, step=state.step)
             accelerator.print(f"epoch {epoch}: kNN top-1 {100 * res['knn_top1']:.2f}")
 
     t0 = time.time()
-    losses = fit(
-        accelerator,
-        model,
-        optimizer,
-        loader,
-        min(config.epochs, config.stop_after_epochs or config.epochs),
-        checkpoint_dir=out / "checkpoints",
-        resume=config.resume,
-        progress=config.progress,
-        desc=f"{config.framework} {config.loss}",
-        after_step=after_step,
-        on_epoch_end=on_epoch_end,
-        checkpoint_every=config.checkpoint_every,
-        register=(scheduler,),
-    )
+    plan = Plan(config.epochs, stop_after_epochs=config.stop_after_epochs, save_every=config.checkpoint_every,
+                keep=config.keep_checkpoints)  # fmt: skip
+    run = Run.of(config, out, f"{config.framework} {config.loss}", "vision_ssl")
+    hooks = Hooks(after_step=lambda state: model.momentum_update(), on_epoch_end=on_epoch_end)
+    schedule = functools.partial(cosine_schedule, warmup_fraction=config.warmup_epochs / config.epochs)
+    state = fit(accelerator, model, optimizer, loader, plan, run, hooks, schedule=schedule)
+    losses = state.records.get("epoch_loss", [])
+    history = state.records.get("history", [])
     result: dict[str, Any] = {
         "config": asdict(config),
         "train_images": int(images.shape[0]),
@@ -293,11 +273,13 @@ def run(config: VisionConfig) -> dict[str, Any]:
         "train_seconds": time.time() - t0,
         "history": history,
     }
-    if accelerator.is_main_process:
+    if state.epoch < config.epochs:  # --stop_after_epochs: a part of the run, not a result
+        accelerator.print(f"stopped after epoch {state.epoch} of {config.epochs}; --resume continues the run")
+    elif accelerator.is_main_process:
         save_backbone(out / "backbone.pt", config, model.backbone, in_channels)
         final = evaluate(config, model.backbone, sets, accelerator.device, linear=True)
         result.update(final)
-        accelerator.log({f"eval/{k}": v for k, v in final.items()}, step=config.epochs * steps_per_epoch)
+        accelerator.log({f"eval/{k}": v for k, v in final.items()}, step=state.step)
         write_json(out / "results.json", result)
         accelerator.print(json.dumps({k: round(100 * v, 2) for k, v in final.items()}))
     end_tracking(accelerator)

@@ -101,13 +101,13 @@ def test_graphcl_tu_end_to_end_and_exact_resume(data_root, tmp_path):
     assert 0.5 < full["accuracy_mean"] / 100 <= 1.0
     graphcl_tu.run(config(tmp_path / "b", 1))
     graphcl_tu.run(config(tmp_path / "b", 2, resume=True))
-    a = torch.load(tmp_path / "a" / "seed0" / "model.pt", weights_only=False)["model"]
-    b = torch.load(tmp_path / "b" / "seed0" / "model.pt", weights_only=False)["model"]
+    a = torch.load(tmp_path / "a" / "seed_0" / "model.pt", weights_only=False)["model"]
+    b = torch.load(tmp_path / "b" / "seed_0" / "model.pt", weights_only=False)["model"]
     for key in a:
         torch.testing.assert_close(a[key], b[key], rtol=0, atol=0, msg=key)
     saved = json.loads((tmp_path / "a" / "results.json").read_text())
     assert saved["config"]["loss"] == "macl"
-    emb = np.load(tmp_path / "a" / "seed0" / "embeddings.npz")
+    emb = np.load(tmp_path / "a" / "seed_0" / "embeddings.npz")
     assert emb["embeddings"].shape == (188, 24)
 
 
@@ -160,8 +160,8 @@ def test_evaluate_cli_checkpoint_equals_saved_embeddings(data_root, tmp_path, ca
     graphcl_tu.run(cfg)
     capsys.readouterr()
     results = []
-    for source in (["--embeddings", str(tmp_path / "seed0" / "embeddings.npz")],
-                   ["--checkpoint", str(tmp_path / "seed0" / "model.pt")]):  # fmt: skip
+    for source in (["--embeddings", str(tmp_path / "seed_0" / "embeddings.npz")],
+                   ["--checkpoint", str(tmp_path / "seed_0" / "model.pt")]):  # fmt: skip
         evaluate.main(["tu", *source, "--seeds", "0", "--folds", "3"])
         results.append(json.loads(capsys.readouterr().out))
     assert results[0] == results[1] and 50 < results[0]["accuracy_mean"] <= 100

@@ -71,7 +71,7 @@ def _graph_cmd(out: Path, *extra: str) -> list[str]:
 
 
 def _graph_weights(out: Path) -> dict[str, torch.Tensor]:
-    return torch.load(out / "seed0" / "model.pt", weights_only=False)["model"]
+    return torch.load(out / "seed_0" / "model.pt", weights_only=False)["model"]
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +137,7 @@ def test_step_trainer_killed_in_a_save_resumes_to_the_uninterrupted_result(simcs
 
     broken = tmp_path / "broken"
     assert _run(_simcse_cmd(simcse_root, broken), point).returncode == KILLED
-    resumed = _run(_simcse_cmd(simcse_root, broken, "--resume", "latest"))
+    resumed = _run(_simcse_cmd(simcse_root, broken, "--resume"))
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     a, b = (load_file(str(p / "final" / "model.safetensors")) for p in (simcse_root / "straight", broken))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

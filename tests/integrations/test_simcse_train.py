@@ -92,13 +92,15 @@ def test_supervised_with_hard_negatives_and_mlm(tiny, tmp_path):
 
 
 def test_resume_continues_bit_for_bit(tiny, tmp_path):
-    # two epochs (3 steps each) with dropout, MLM masking and gradient accumulation in play
+    # two epochs (7 batches of 2, accumulated in pairs: 4 steps each, the last one short) with dropout, MLM masking
+    # and gradient accumulation in play; the checkpoint at step 3 is in the middle of the first epoch
     kw = dict(
         epochs=2,
         batch_size=2,
         gradient_accumulation_steps=2,
         do_mlm=True,
         save_steps=3,
+        keep_checkpoints=0,
         loss="macl",
         loss_args={"tau0": 0.05, "alpha": 2.0, "a0": 0.8},
     )
@@ -107,8 +109,8 @@ def test_resume_continues_bit_for_bit(tiny, tmp_path):
     (tmp_path / "b" / "checkpoints").mkdir(parents=True)
     shutil.copytree(tmp_path / "a" / "checkpoints" / "step_3", tmp_path / "b" / "checkpoints" / "step_3")
     shutil.copy(tmp_path / "a" / "cl_plugins_run.json", tmp_path / "b")
-    resumed = train(_config(tiny, tmp_path / "b", resume="latest", **kw))
-    assert straight["steps"] == resumed["steps"] == 6
+    resumed = train(_config(tiny, tmp_path / "b", resume=True, **kw))
+    assert straight["steps"] == resumed["steps"] == 8
     a = load_file(str(tmp_path / "a" / "final" / "model.safetensors"))
     b = load_file(str(tmp_path / "b" / "final" / "model.safetensors"))
     assert a.keys() == b.keys()

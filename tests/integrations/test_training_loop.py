@@ -25,11 +25,11 @@ class TwoViews(nn.Module):
 def test_fit_gives_a_schedule_in_epochs_the_steps_of_an_epoch():
     from accelerate import Accelerator
 
-    from integrations.common.training import fit
+    from integrations.common.training import Plan, Run, fit
 
     torch.manual_seed(0)
     model = TwoViews(clp.build_loss("cosine_schedule", tau_min=0.1, tau_max=0.5, period=2, period_unit="epoch"))
     loader = DataLoader(TensorDataset(torch.randn(20, 4)), batch_size=8)  # 3 batches, the last one short
-    fit(Accelerator(cpu=True), model, torch.optim.SGD(model.parameters(), lr=0.1), loader, 3, progress=False)
+    fit(Accelerator(cpu=True), model, torch.optim.SGD(model.parameters(), lr=0.1), loader, Plan(3), Run(progress=False))
     assert model.loss_fn.steps_per_epoch == 3 and int(model.loss_fn.step_count) == 9
     assert model.taus == pytest.approx([0.5] * 3 + [0.1] * 3 + [0.5] * 3)  # τ held for an epoch, period 2 epochs
