@@ -221,6 +221,7 @@ def guarded(run: F) -> F:
                 claim = Claim(out, _settings(config), _check(out, config), frozenset(p.name for p in out.iterdir()))
                 if claim.manifest is None and not claim.before <= OWN:
                     _set_aside(out)
+                atomic.fault_point("run:claimed")
                 return _run_claimed(claim, run, config, *args, **kwargs)
         finally:
             if created and (claim is None or not claim.committed):

@@ -44,7 +44,12 @@ def evaluate_bias(
     out: dict[str, Any] = {"model": str(model_dir)}
     if "stereoset" in tasks or "crows" in tasks:
         tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-        mlm = AutoModelForMaskedLM.from_pretrained(str(model_dir)).eval()
+        mlm, info = AutoModelForMaskedLM.from_pretrained(str(model_dir), output_loading_info=True)
+        if info["missing_keys"]:  # a head initialised at random would score noise
+            raise ValueError(f"{model_dir} has no trained masked-LM head (missing {sorted(info['missing_keys'])[:3]}); "
+                             "StereoSet and CrowS-Pairs need one: pass a MABEL folder (or a SimCSE run with "
+                             "--do_mlm), or --tasks seat")  # fmt: skip
+        mlm.eval()
         if "stereoset" in tasks:
             examples = load_intrasentence()
             out["stereoset"] = evaluate_stereoset(mlm, tokenizer, examples[:limit] if limit else examples,

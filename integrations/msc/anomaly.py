@@ -37,6 +37,7 @@ import torch
 from accelerate import PartialState
 from torch import nn
 
+from integrations.common import atomic
 from integrations.common.accelerate_setup import end_tracking, make_accelerator
 from integrations.common.cli import one_line_errors, parse_config
 from integrations.common.results import mean_std, write_json
@@ -135,7 +136,7 @@ def load_msc_backbone(config: MSCConfig) -> tuple[ResNet, EvalTransform, SSLAugm
             "`python examples/simclr_cifar.py --output_dir outputs/vision` (CIFAR-10 training images, no labels), "
             "or pass a torchvision ResNet state dict with --arch"
         )
-    saved = torch.load(path, map_location="cpu", weights_only=False)
+    saved = atomic.load_torch(path, "backbone (--backbone_path: a backbone.pt or a torchvision ResNet state dict)")
     if is_saved_backbone(saved):
         backbone, meta = backbone_from_saved(saved, path)
         size, mean, std = meta["image_size"], tuple(meta["mean"]), tuple(meta["std"])
@@ -236,6 +237,7 @@ def run(config: MSCConfig) -> dict[str, Any]:
     """Every normal class × seed; ``results.json`` holds per-epoch AUCs and the final mean over classes."""
     if any(not 0 <= c < 10 for c in config.normal_classes):
         raise ValueError(f"normal_classes must be CIFAR-10 class indices 0..9, got {config.normal_classes}")
+    load_msc_backbone(config)  # a file that is not a backbone is refused before the data is read
     splits = load_splits(config)
     runs = [run_one_class(config, c, s, splits) for s in config.seeds for c in config.normal_classes]
 

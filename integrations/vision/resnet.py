@@ -176,7 +176,12 @@ def load_torchvision_state(
     state = {k.removeprefix("module."): v for k, v in state.items()}
     if isinstance(model.fc, nn.Identity):
         state = {k: v for k, v in state.items() if not k.startswith("fc.")}
-    missing, unexpected = model.load_state_dict(state, strict=False)
+    try:
+        missing, unexpected = model.load_state_dict(state, strict=False)
+    except RuntimeError as exc:  # a tensor of another shape: another architecture or width
+        shapes = [line.strip() for line in str(exc).splitlines() if "size mismatch" in line][:2]
+        raise ValueError(f"{source} does not match the model (another arch / cifar_stem / width): "
+                         + ("; ".join(shapes) or str(exc).splitlines()[0])) from None  # fmt: skip
     if missing or unexpected:
         raise ValueError(
             f"{source} does not match the model (arch / cifar_stem / width?): missing {missing[:5]}"

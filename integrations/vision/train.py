@@ -43,7 +43,7 @@ from .features import extract_features
 from .frameworks import FRAMEWORKS, ContrastiveSSL, build_vision_loss, projection_head
 from .knn import knn_accuracy
 from .linear_probe import linear_probe
-from .resnet import ResNet, build_resnet
+from .resnet import ResNet, build_resnet, load_torchvision_state
 
 DATASETS = ("cifar10", "cifar10_lt", "fashion_mnist")
 FASHION_MNIST_MEAN, FASHION_MNIST_STD = (0.2860,), (0.3530,)
@@ -191,8 +191,8 @@ def is_saved_backbone(saved: Any) -> bool:
 
 
 def load_backbone(path: str | Path) -> tuple[ResNet, dict[str, Any]]:
-    """(backbone, metadata) of a :func:`save_backbone` file."""
-    return backbone_from_saved(torch.load(path, map_location="cpu", weights_only=False), path)
+    """(backbone, metadata) of a :func:`save_backbone` file (read without unpickling anything but plain values)."""
+    return backbone_from_saved(atomic.load_torch(Path(path), "backbone.pt of integrations.vision.train"), path)
 
 
 def backbone_from_saved(saved: Any, source: str | Path = "the file") -> tuple[ResNet, dict[str, Any]]:
@@ -202,7 +202,7 @@ def backbone_from_saved(saved: Any, source: str | Path = "the file") -> tuple[Re
     net = build_resnet(
         saved["arch"], cifar_stem=saved["cifar_stem"], width=saved["width"], in_channels=saved["in_channels"]
     )
-    net.load_state_dict(saved["state_dict"])
+    load_torchvision_state(net, saved["state_dict"], source)
     return net, {k: v for k, v in saved.items() if k != "state_dict"}
 
 
