@@ -246,19 +246,8 @@ def run_seed(config: DCRecConfig, splits: DCRecSplits, seed: int) -> dict[str, A
                 register=(best,))  # fmt: skip
     losses = state.records["epoch_loss"]
     model.load_state_dict(best.weights)
-    result: dict[str, Any] = {
-        "selection": splits.label,
-        "config": asdict(config),
-        "seed": seed,
-        "best_epoch": best.epoch,
-        "epochs_run": best.history[-1]["epoch"] if best.history else 0,
-        "epoch_loss": losses,
-        "train_rows": len(train),
-        "train_seconds": time.time() - t0,
-        "history": best.history,
-        "valid": best.metrics,  # the selection rows at the best epoch (evaluated with these weights)
-        "test": evaluate_rows(test, "test"),
-    }
+    result = _seed_result(config, splits.label, seed, best, losses, len(train), time.time() - t0)
+    result["test"] = evaluate_rows(test, "test")
     if accelerator.is_main_process:
         atomic.torch_save({"config": asdict(config), "selection": splits.label, "state_dict": model.state_dict()},
                           out / "model.pt")  # fmt: skip
@@ -268,6 +257,23 @@ def run_seed(config: DCRecConfig, splits: DCRecSplits, seed: int) -> dict[str, A
         accelerator.print(f"  test:  {format_metrics(result['test'])}")
     end_tracking(accelerator)
     return result
+
+
+def _seed_result(config: DCRecConfig, label: str, seed: int, best: BestEpoch, losses: list[float], rows: int,
+                 seconds: float) -> dict[str, Any]:  # fmt: skip
+    """A seed's ``results.json`` but its test metrics."""
+    return {
+        "selection": label,
+        "config": asdict(config),
+        "seed": seed,
+        "best_epoch": best.epoch,
+        "epochs_run": best.history[-1]["epoch"] if best.history else 0,
+        "epoch_loss": losses,
+        "train_rows": rows,
+        "train_seconds": seconds,
+        "history": best.history,
+        "valid": best.metrics,  # the selection rows at the best epoch (evaluated with these weights)
+    }
 
 
 @guarded

@@ -183,25 +183,16 @@ def train(
     optimizer = torch.optim.AdamW(clp.param_groups(model, config.weight_decay), lr=config.learning_rate)
     unwrapped = model
 
-    def on_epoch_start(state: RunState) -> None:
-        sampler.set_epoch(state.epoch)
-        collate.epoch = state.epoch
-
     def on_step_end(state: RunState) -> None:
         if config.eval_steps and state.step % config.eval_steps == 0:
             _evaluate_and_keep_best(accelerator, unwrapped, tokenizer, state, out, config)
-
-    def step_logs() -> dict[str, float]:
-        logs = dict(getattr(unwrapped, "last_terms", {}))
-        if unwrapped.last_embeddings is not None:
-            logs["align"], logs["uniformity"] = alignment_uniformity(*unwrapped.last_embeddings)
-        return logs
 
     plan = Plan(config.epochs, config.max_steps, save_every=config.save_steps, save_unit="step",
                 keep=config.keep_checkpoints, seekable=True)  # fmt: skip
     run = Run(out / "checkpoints", config.resume, config.progress, f"{project} {config.loss}",
               tracking=(project, asdict(config)))  # fmt: skip
-    hooks = Hooks(on_epoch_start=on_epoch_start, on_step_end=on_step_end, step_logs=step_logs)
+    hooks = Hooks(on_epoch_start=lambda state: _set_epoch(sampler, collate, state.epoch), on_step_end=on_step_end,
+                  step_logs=lambda: _step_logs(unwrapped))  # fmt: skip
     schedule = lambda opt, total: get_linear_schedule_with_warmup(opt, int(config.warmup_ratio * total), total)  # noqa: E731
     state = fit(accelerator, model, optimizer, loader, plan, run, hooks, schedule=schedule)
     if config.eval_steps and state.step % config.eval_steps:  # not already evaluated at this step
@@ -220,6 +211,20 @@ def train(
         final=str(out / "final"),
         best=str(out / "best") if config.eval_steps else None,
     )
+
+
+def _set_epoch(sampler: EpochSampler, collate: Collator, epoch: int) -> None:
+    """Each epoch's order and MLM masks are a function of the epoch (a resume lands on the same batches)."""
+    sampler.set_epoch(epoch)
+    collate.epoch = epoch
+
+
+def _step_logs(model: SimCSEModel) -> dict[str, float]:
+    """The tracker values of SimCSE's step beyond the loop's: the objective's terms, alignment and uniformity."""
+    logs = dict(getattr(model, "last_terms", {}))
+    if model.last_embeddings is not None:
+        logs["align"], logs["uniformity"] = alignment_uniformity(*model.last_embeddings)
+    return logs
 
 
 def _evaluate_and_keep_best(
