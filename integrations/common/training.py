@@ -226,7 +226,8 @@ def fit(
     while not plan.finished(state, steps_per_epoch) and not (hooks.stop_when is not None and hooks.stop_when()):
         if hooks.on_epoch_start is not None:
             hooks.on_epoch_start(state)
-        epoch_done = _train_epoch(accelerator, model, optimizer, scheduler, loader, plan, run, hooks, state, bar)
+        epoch_done = _train_epoch(accelerator, model, optimizer, scheduler, loader, plan, run, hooks, state, bar,
+                                  steps_per_epoch)  # fmt: skip
         if epoch_done:
             _end_epoch(accelerator, plan, run, hooks, state)
         elif plan.save_unit == "epoch" and run.checkpoint_dir is not None:
@@ -260,12 +261,11 @@ def _resume(
 
 def _train_epoch(
     accelerator: Any, model: nn.Module, optimizer: Any, scheduler: Any, loader: Any, plan: Plan, run: Run,
-    hooks: Hooks, state: RunState, bar: Any,
+    hooks: Hooks, state: RunState, bar: Any, steps_per_epoch: int,
 ) -> bool:  # fmt: skip
     """Train until the epoch ends (True) or the plan does inside it (False)."""
     unwrapped = accelerator.unwrap_model(model)
     batches = accelerator.skip_first_batches(loader, state.batch_in_epoch) if plan.seekable else loader
-    steps_per_epoch = math.ceil(len(loader) / accelerator.gradient_accumulation_steps)
     for data in batches:
         state.batch_in_epoch += 1
         if hooks.skip_batch is not None and hooks.skip_batch(data):
@@ -291,9 +291,8 @@ def _train_epoch(
         if run.checkpoint_dir is not None and plan.save_unit == "step" and plan.save_every \
                 and state.step % plan.save_every == 0:  # fmt: skip
             _save(accelerator, run.checkpoint_dir, state, plan.keep)
-        if plan.max_steps > 0 or not float(plan.epochs).is_integer():
-            if plan.finished(state, steps_per_epoch):
-                return False
+        if plan.finished(state, steps_per_epoch):  # a plan of steps (or part of an epoch) ends here
+            return False
     return True
 
 
