@@ -33,7 +33,7 @@ def _peak_mib() -> float:
 def build_loss(name: str, model, mini_batch: int):  # type: ignore[no-untyped-def]
     from sentence_transformers.sentence_transformer import losses
 
-    from integrations.sentence_transformers_adapter import CachedStrategyRankingLoss, StrategyRankingLoss
+    from integrations.frameworks.sentence_transformers import CachedStrategyRankingLoss, StrategyRankingLoss
 
     if name == "mnrl":
         return losses.MultipleNegativesRankingLoss(model)

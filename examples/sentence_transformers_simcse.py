@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     from integrations.common import atomic
     from integrations.common.paths import data_path
-    from integrations.sentence_transformers_adapter import CachedStrategyRankingLoss, StrategyTrainer
+    from integrations.frameworks.sentence_transformers import CachedStrategyRankingLoss, StrategyTrainer
     from integrations.senteval import engine
     from integrations.simcse.model import offline_encoder_dir
 

@@ -19,7 +19,7 @@ import shutil
 import signal
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -216,15 +216,20 @@ def load_torch(path: Path, what: str, keys: tuple[str, ...] = ()) -> Any:
     return saved
 
 
-def load_cache(path: Path) -> Any | None:
-    """A cached torch file, or None (after a warning, the file removed) when it cannot be read: caches rebuild."""
+def load_cache(path: Path, classes: Sequence[type] = ()) -> Any | None:
+    """A cached torch file, or None (after a warning, the file removed) when it cannot be read: caches rebuild.
+
+    Read with ``weights_only=True``: tensors, plain values and the ``classes`` the caller names (its own
+    data classes) only, so a file planted in the cache folder cannot run code."""
     import torch
 
     if not path.is_file():
         return None
     try:
-        return torch.load(path, map_location="cpu", weights_only=False)
+        with torch.serialization.safe_globals(list(classes)):
+            return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:
-        warnings.warn(f"rebuilding the unreadable cache {path} ({type(exc).__name__}: {exc})", stacklevel=2)
+        why = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        warnings.warn(f"rebuilding the unreadable cache {path} ({type(exc).__name__}: {why})", stacklevel=2)
         path.unlink(missing_ok=True)
         return None

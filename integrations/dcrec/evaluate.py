@@ -1,6 +1,6 @@
 """Rank each evaluation row's target: full ranking over all items, and DCRec's ``pop100``.
 
-``python -m integrations.dcrec.evaluate RUN_DIR`` re-evaluates a saved run (``model.pt`` of
+``python -m integrations.dcrec.evaluate RUN_DIR`` re-evaluates a saved run (``model/`` of
 :mod:`integrations.dcrec.train`) on its dataset's validation and test rows.
 """
 
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from .train import load_run
 
     parser = new_parser(__doc__)
-    parser.add_argument("run_dir", help="a folder written by examples/dcrec_rec.py (holds model.pt)")
+    parser.add_argument("run_dir", help="a folder written by examples/dcrec_rec.py (holds model/)")
     parser.add_argument("--split", choices=("valid", "test", "both"), default="both", help="rows to evaluate")
     parser.add_argument(
         "--exclude_history",

@@ -13,7 +13,7 @@ Model selection is on a validation row per user (:mod:`integrations.dcrec.splits
 selection on the test set is available as ``--selection test`` and every output of such a run
 says ``test-selected``. The best epoch's weights are evaluated on validation and test with full
 ranking and with 100 popularity-sampled negatives, and written to ``OUT/seed_<s>/``:
-``model.pt`` (config + weights, re-evaluated by ``python -m integrations.dcrec.evaluate``),
+``model/`` (config + weights, re-evaluated by ``python -m integrations.dcrec.evaluate``),
 ``results.json``, Accelerate checkpoints (``--resume`` continues exactly, early-stopping state
 included) and tracker logs (loss, its CE / CL / KL terms, the strategy's statistics, metrics).
 """
@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from integrations.common import atomic
+from integrations.common import atomic, saved_model
 from integrations.common.accelerate_setup import end_tracking, make_accelerator
 from integrations.common.cli import one_line_errors, parse_config
 from integrations.common.paths import cache_dir, fingerprint
@@ -38,8 +38,9 @@ from integrations.common.run_guard import guarded
 from integrations.common.training import Hooks, Plan, Run, RunState, fit
 
 from .evaluate import evaluate, format_metrics
-from .model import DCRec, build_dcrec_loss
-from .splits import SELECTIONS, DCRecSplits, build_splits, load_sequences, source_files
+from .graphs import ItemGraph, UserEdges
+from .model import DCRec, DCRecGraphs, build_dcrec_loss
+from .splits import SELECTIONS, DCRecSplits, Rows, build_splits, load_sequences, source_files
 
 #: ``run_DCRec.py``'s settings per data set ("default": its values for a data set it does not name)
 PRESETS: dict[str, dict[str, float]] = {
@@ -154,6 +155,8 @@ class BestEpoch:
         self.weights, self.metrics, self.history = state["weights"], state["metrics"], state["history"]
 
 
+#: the classes a cached :class:`DCRecSplits` is made of (allowed when the cache is read)
+SPLIT_CLASSES = (DCRecSplits, Rows, DCRecGraphs, ItemGraph, UserEdges)
 #: raise when building the rows or graphs changes: every cached split is then rebuilt
 SPLITS_VERSION = 1
 
@@ -164,7 +167,7 @@ def prepare_splits(config: DCRecConfig) -> DCRecSplits:
     source = fingerprint(source_files(config.dataset), SPLITS_VERSION)
     key = f"{config.dataset}_{config.selection}_L{config.max_length}_k{config.sim_group}_{source}.pt"
     path = cache_dir("dcrec") / key
-    cached = atomic.load_cache(path)
+    cached = atomic.load_cache(path, SPLIT_CLASSES)
     if cached is not None:
         return cached
     splits = build_splits(
@@ -249,8 +252,8 @@ def run_seed(config: DCRecConfig, splits: DCRecSplits, seed: int) -> dict[str, A
     result = _seed_result(config, splits.label, seed, best, losses, len(train), time.time() - t0)
     result["test"] = evaluate_rows(test, "test")
     if accelerator.is_main_process:
-        atomic.torch_save({"config": asdict(config), "selection": splits.label, "state_dict": model.state_dict()},
-                          out / "model.pt")  # fmt: skip
+        saved_model.write(out / "model", "dcrec", model={"selection": splits.label}, run=asdict(config),
+                          weights=model.state_dict(), records={"epoch_loss": losses, "best_epoch": best.epoch})
         write_json(out / "results.json", result)
         accelerator.print(f"seed {seed} [{splits.label}] best epoch {best.epoch}")
         accelerator.print(f"  valid: {format_metrics(result['valid'])}")
@@ -293,16 +296,16 @@ def run(config: DCRecConfig) -> dict[str, Any]:
 
 
 def load_run(run_dir: str | Path) -> tuple[DCRec, DCRecSplits, dict[str, Any]]:
-    """The model of a ``seed_<s>/`` folder (``model.pt``), its data splits and its config."""
-    path = Path(run_dir) / "model.pt"
-    if not path.exists():
-        raise FileNotFoundError(f"{path} not found: pass a seed_<s>/ folder written by examples/dcrec_rec.py")
-    saved = atomic.load_torch(path, "DCRec run model (model.pt)", ("config", "state_dict"))
-    config = DCRecConfig(**saved["config"])
+    """The model of a ``seed_<s>/`` folder (its ``model/``, or that folder itself), its data splits and its
+    config."""
+    path = Path(run_dir)
+    path = path / "model" if saved_model.is_saved_model(path / "model") else path
+    saved = saved_model.read(path, ("dcrec",), "DCRec run model (a seed_<s>/ folder of examples/dcrec_rec.py)")
+    config = DCRecConfig(**saved.run)
     splits = prepare_splits(config)
     model = build_model(config, splits)
-    model.load_state_dict(saved["state_dict"])
-    return model, splits, saved["config"]
+    saved_model.load_into(model, saved.weights, saved.path, "DCRec model")
+    return model, splits, saved.run
 
 
 @one_line_errors

@@ -2,7 +2,8 @@
 
 Accepted (``--input_model`` of ``graphcl_transfer``, :func:`load_molecule_gin`), saved on any device:
 
-* our GraphCL pre-training file (``{"gnn": state, ...}``) or a bare :class:`MoleculeGIN` state dict;
+* our GraphCL pre-training folder (``pretrained_gin/``, a :mod:`integrations.common.saved_model` folder) or a
+  bare :class:`MoleculeGIN` state dict;
 * Hu et al.'s ``pretrain-gnns`` and GraphCL's released ``GNN`` state dicts (``torch.save(model.gnn.state_dict())``):
   ``x_embedding1/2``, ``gnns.N.mlp.*``, ``gnns.N.edge_embedding1/2``, ``batch_norms.N.*``; also inside a
   ``GNN_graphpred`` (``gnn.`` prefix) or a ``DataParallel`` (``module.`` prefix).
@@ -21,7 +22,7 @@ from typing import Any
 
 import torch
 
-from integrations.common import atomic
+from integrations.common import atomic, saved_model
 from integrations.graph.encoders import NUM_CHIRALITY_TAG
 
 _RENAMES = (
@@ -77,5 +78,7 @@ def molecule_gin_state(saved: Any, where: str = "the checkpoint") -> dict[str, t
 
 def load_molecule_gin(path: str | Path) -> dict[str, torch.Tensor]:
     """Read a pre-trained molecule GIN file (any device it was saved on) as our state dict."""
+    if saved_model.is_saved_model(path):
+        return saved_model.read(path, ("graphcl_transfer",), "pre-trained molecule GIN (--input_model)").weights
     saved = atomic.load_torch(Path(path), "pre-trained molecule GIN (--input_model)")
     return molecule_gin_state(saved, str(path))

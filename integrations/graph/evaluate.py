@@ -1,10 +1,10 @@
 """Evaluate saved graph embeddings or checkpoints with each paper's protocol.
 
     python -m integrations.graph.evaluate tu --embeddings outputs/graphcl_tu/seed_0/embeddings.npz
-    python -m integrations.graph.evaluate tu --checkpoint outputs/graphcl_tu/seed_0/model.pt --seeds 0 1 2 3 4
-    python -m integrations.graph.evaluate node --checkpoint outputs/grace/seed_0/model.pt --split both
+    python -m integrations.graph.evaluate tu --checkpoint outputs/graphcl_tu/seed_0/model --seeds 0 1 2 3 4
+    python -m integrations.graph.evaluate node --checkpoint outputs/grace/seed_0/model --split both
     python -m integrations.graph.evaluate node --embeddings emb.npz --dataset Cora --split public
-    python -m integrations.graph.evaluate molecule --checkpoint outputs/graphcl_transfer/pretrained_gin.pt \\
+    python -m integrations.graph.evaluate molecule --checkpoint outputs/graphcl_transfer/pretrained_gin \\
         --datasets bbbp bace --runseeds 0 1 2
 
 * ``tu``: 10-fold SVM accuracy with a C grid (:mod:`integrations.graph.svm_eval`), one score per
@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from integrations.common import atomic
+from integrations.common import saved_model
 from integrations.common.cli import new_parser, one_line_errors
 from integrations.common.results import mean_std
 
@@ -36,7 +36,7 @@ def _tu_embeddings(checkpoint: str) -> tuple[np.ndarray, np.ndarray]:
 
     from . import graphcl_tu
 
-    config, model = load_run_model(checkpoint, graphcl_tu.TUConfig, graphcl_tu.build_model)
+    config, model = load_run_model(checkpoint, "graphcl_tu", graphcl_tu.TUConfig, graphcl_tu.build_model)
     dataset = graphcl_tu.load_tu(config.dataset, root=config.data_root or None, features=config.features)
     emb, y = model.embed_all(DataLoader(dataset, batch_size=512))
     return emb.numpy(), y.numpy().ravel()
@@ -45,7 +45,7 @@ def _tu_embeddings(checkpoint: str) -> tuple[np.ndarray, np.ndarray]:
 def _node_embeddings(checkpoint: str) -> tuple[np.ndarray, Any]:
     from . import grace
 
-    config, model = load_run_model(checkpoint, grace.GraceConfig, grace.build_model)
+    config, model = load_run_model(checkpoint, "grace", grace.GraceConfig, grace.build_model)
     graph = grace.load_planetoid(config.dataset, root=config.data_root or None)[0]
     return model.embed(graph).numpy(), graph
 
@@ -79,8 +79,8 @@ def evaluate_node(args: argparse.Namespace) -> dict[str, Any]:
 def evaluate_molecule(args: argparse.Namespace) -> dict[str, Any]:
     from .graphcl_transfer import TransferConfig, run
 
-    saved = atomic.load_torch(args.checkpoint, "GraphCL pre-training file (pretrained_gin.pt)", ("config", "gnn"))
-    config = TransferConfig(**{**saved["config"], "datasets": args.datasets, "runseeds": args.runseeds})
+    saved = saved_model.read_info(args.checkpoint, ("graphcl_transfer",), "GraphCL pre-training folder")
+    config = TransferConfig(**{**saved.run, "datasets": args.datasets, "runseeds": args.runseeds})
     config.input_model, config.finetune_epochs, config.output_dir = args.checkpoint, args.epochs, args.output_dir
     out = run(config)["datasets"]
     return {name: {k: v for k, v in entry.items() if k != "runs"} for name, entry in out.items()}
@@ -92,18 +92,18 @@ def build_parser() -> argparse.ArgumentParser:
     tu = sub.add_parser("tu", help="GraphCL / InfoGraph SVM accuracy")
     src = tu.add_mutually_exclusive_group(required=True)
     src.add_argument("--embeddings", help=".npz with embeddings and labels (written by graphcl_tu)")
-    src.add_argument("--checkpoint", help="model.pt written by graphcl_tu")
+    src.add_argument("--checkpoint", help="seed_<s>/model folder written by graphcl_tu")
     tu.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="fold-shuffling seeds")
     tu.add_argument("--folds", type=int, default=10, help="outer cross-validation folds")
     node = sub.add_parser("node", help="GRACE logistic-regression F1")
     src = node.add_mutually_exclusive_group(required=True)
     src.add_argument("--embeddings", help=".npz with node embeddings (written by grace)")
-    src.add_argument("--checkpoint", help="model.pt written by grace")
+    src.add_argument("--checkpoint", help="seed_<s>/model folder written by grace")
     node.add_argument("--dataset", default="", help="Planetoid name (needed with --embeddings)")
     node.add_argument("--split", default="both", choices=["random", "public", "both"], help="evaluation split")
     node.add_argument("--seeds", type=int, default=20, help="number of split / classifier seeds")
     mol = sub.add_parser("molecule", help="MoleculeNet fine-tuning ROC-AUC")
-    mol.add_argument("--checkpoint", required=True, help="pretrained_gin.pt written by graphcl_transfer")
+    mol.add_argument("--checkpoint", required=True, help="pretrained_gin/ folder written by graphcl_transfer")
     mol.add_argument("--datasets", nargs="+", default=["bbbp", "tox21", "sider", "clintox", "bace"], help="sets")
     mol.add_argument("--runseeds", type=int, nargs="+", default=list(range(10)), help="fine-tuning seeds")
     mol.add_argument("--epochs", type=int, default=100, help="fine-tuning epochs")

@@ -173,7 +173,7 @@ def run_seed(config: GraceConfig, seed: int, dataset: Any) -> dict[str, Any]:
         graph = dataset[0].to(accelerator.device)
         emb = unwrapped.embed(graph).cpu().numpy()
         atomic.save_npz(out / "embeddings.npz", embeddings=emb, labels=graph.y.cpu().numpy())
-        save_run_model(out / "model.pt", config, dataset.num_features, unwrapped)
+        save_run_model(out / "model", "grace", config, dataset.num_features, unwrapped, state.records)
         if config.recipe == "pygcl":
             labels = graph.y.cpu().numpy()
             scores = pygcl_logreg_f1(emb, labels, *pygcl_split(len(labels), seed), seed=seed)

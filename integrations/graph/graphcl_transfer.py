@@ -26,7 +26,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 import cl_plugins as clp
-from integrations.common import atomic
+from integrations.common import saved_model
 from integrations.common.accelerate_setup import end_tracking, make_accelerator
 from integrations.common.cli import host_head_field, one_line_errors, parse_config
 from integrations.common.results import mean_std, write_json
@@ -72,7 +72,7 @@ class TransferConfig(RunConfig):
     data_root: str = field(
         default="", metadata={"help": "folder holding dataset/ and zinc/ (default $CL_PLUGINS_DATA/molecules)"}
     )
-    output_dir: str = output_dir_field("outputs/graphcl_transfer", "pretrain/, pretrained_gin.pt, results.json")
+    output_dir: str = output_dir_field("outputs/graphcl_transfer", "pretrain/, pretrained_gin/, results.json")
     host_head: bool = host_head_field()
 
 
@@ -90,7 +90,7 @@ def build_pretrain_model(config: TransferConfig) -> GraphCL:
 
 
 def pretrain(config: TransferConfig) -> dict[str, torch.Tensor]:
-    """GraphCL pre-training; returns (and saves to ``output_dir/pretrained_gin.pt``) the GIN's weights."""
+    """GraphCL pre-training; returns (and saves to ``output_dir/pretrained_gin/``) the GIN's weights."""
     from accelerate.utils import set_seed
     from torch_geometric.loader import DataLoader
 
@@ -107,7 +107,9 @@ def pretrain(config: TransferConfig) -> dict[str, torch.Tensor]:
     losses = fit(accelerator, model, optimizer, loader, plan, run, graph_hooks()).records["epoch_loss"]
     state = {k: v.cpu() for k, v in accelerator.unwrap_model(model).encoder.state_dict().items()}
     if accelerator.is_main_process:
-        atomic.torch_save({"config": asdict(config), "gnn": state, "epoch_loss": losses}, out / "pretrained_gin.pt")
+        saved_model.write(out / "pretrained_gin", "graphcl_transfer", model={"num_layers": config.num_layers,
+                          "emb_dim": config.emb_dim}, run=asdict(config), weights=state,
+                          records={"epoch_loss": losses})  # fmt: skip
     end_tracking(accelerator)
     return state
 

@@ -88,7 +88,7 @@ def run_seed(config: TUConfig, seed: int, dataset: Any) -> dict[str, Any]:
         unwrapped: GraphCL = accelerator.unwrap_model(model)
         emb, y = unwrapped.embed_all(DataLoader(dataset, batch_size=512), accelerator.device)
         atomic.save_npz(out / "embeddings.npz", embeddings=emb.numpy(), labels=y.numpy().ravel())
-        save_run_model(out / "model.pt", config, dataset.num_features, unwrapped)
+        save_run_model(out / "model", "graphcl_tu", config, dataset.num_features, unwrapped, state.records)
         acc = svm_cv_accuracy(
             emb.numpy(), y.numpy().ravel(), seed=seed, folds=config.eval_folds, search=config.svm_search
         )

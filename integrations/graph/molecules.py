@@ -101,10 +101,19 @@ def _find_csv(folder: Path) -> Path:
     return files[0]
 
 
+def pyg_data_classes() -> tuple[type, ...]:
+    """The classes a pickled list of PyG ``Data`` is made of (allowed when a cache is read)."""
+    from torch_geometric.data import Data
+    from torch_geometric.data.data import DataEdgeAttr, DataTensorAttr
+    from torch_geometric.data.storage import GlobalStorage
+
+    return Data, DataEdgeAttr, DataTensorAttr, GlobalStorage
+
+
 def _cached_graphs(key: str, smiles: list[str]) -> list[Any | None]:
     digest = hashlib.sha1("\n".join(smiles).encode()).hexdigest()[:16]
     path = cache_dir("molecules") / f"{key}-{digest}.pt"
-    cached = atomic.load_cache(path)
+    cached = atomic.load_cache(path, pyg_data_classes())
     if cached is not None:
         return cached
     from tqdm.auto import tqdm

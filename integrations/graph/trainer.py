@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from integrations.common import atomic
+from integrations.common import saved_model
 from integrations.common.training import Hooks
 
 
@@ -63,17 +63,21 @@ class GraphCL(nn.Module):
         return torch.cat(embs), torch.cat(ys)
 
 
-def save_run_model(path: Path, config: Any, num_features: int, model: nn.Module) -> None:
-    """``model.pt`` of a graph run: the run's config (a dataclass), the input width and the weights."""
-    atomic.torch_save({"config": asdict(config), "num_features": num_features, "model": model.state_dict()}, path)
+def save_run_model(folder: Path, trainer: str, config: Any, num_features: int, model: nn.Module,
+                   records: dict[str, Any] | None = None) -> None:
+    """``model/`` of a graph run (:mod:`integrations.common.saved_model`): the run's config, the input width,
+    the weights and what the run measured."""
+    saved_model.write(folder, trainer, model={"num_features": num_features}, run=asdict(config),
+                      weights=model.state_dict(), records=records)  # fmt: skip
 
 
-def load_run_model(path: str | Path, config_cls: type, build_model: Callable[[Any, int], nn.Module]) -> tuple:
-    """(config, model) rebuilt from a :func:`save_run_model` file with the trainer's ``build_model``."""
-    saved = atomic.load_torch(path, "graph run model (model.pt)", ("config", "num_features", "model"))
-    config = config_cls(**saved["config"])
-    model = build_model(config, saved["num_features"])
-    model.load_state_dict(saved["model"])
+def load_run_model(path: str | Path, trainer: str, config_cls: type,
+                   build_model: Callable[[Any, int], nn.Module]) -> tuple:
+    """(config, model) rebuilt from a :func:`save_run_model` folder with the trainer's ``build_model``."""
+    saved = saved_model.read(path, (trainer,), f"{trainer} run model")
+    config = config_cls(**saved.run)
+    model = build_model(config, saved.model["num_features"])
+    saved_model.load_into(model, saved.weights, saved.path, f"{trainer} model")
     return config, model
 
 

@@ -4,7 +4,7 @@
     python -m integrations.mabel.evaluate bert-base-uncased --tasks stereoset,crows --bias_type gender
 
 ``MODEL`` is an ``AutoModelForMaskedLM`` folder (StereoSet, CrowS-Pairs) whose encoder SEAT embeds
-with the pooler and head saved by our trainers (``cl_plugins_simcse.json``), else ``[CLS]``.
+with the pooler and head saved by our trainers (their ``cl_plugins.json``), else ``[CLS]``.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import torch
 
 from integrations.common import atomic
 from integrations.common.cli import new_parser, one_line_errors
+from integrations.simcse.evaluate import load_encoder, trained_settings
 
 from .crows_pairs import evaluate_crows, load_crows_pairs
 from .seat import GENDER_TESTS, run_seat
@@ -41,6 +42,7 @@ def evaluate_bias(
     unknown = set(tasks) - set(TASKS)
     if unknown:
         raise ValueError(f"tasks must be among {TASKS}, got {sorted(unknown)}")
+    trained_settings(Path(model_dir))  # another trainer's folder is refused here, in one line
     out: dict[str, Any] = {"model": str(model_dir)}
     if "stereoset" in tasks or "crows" in tasks:
         tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
@@ -58,8 +60,6 @@ def evaluate_bias(
             pairs = load_crows_pairs(bias_type=bias_type or None)
             out["crows"] = evaluate_crows(mlm, tokenizer, pairs[:limit] if limit else pairs, batch_size=batch_size)
     if "seat" in tasks:
-        from integrations.simcse.evaluate import load_encoder
-
         encode = load_encoder(model_dir)
         out["seat"] = run_seat(lambda s: torch.as_tensor(encode(s)), seat_tests, n_samples=seat_samples)
     return out

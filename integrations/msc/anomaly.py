@@ -1,6 +1,6 @@
 """MSC (Reiss & Hoshen, AAAI 2023) one-class anomaly detection with any cl-plugins strategy.
 
-    accelerate launch examples/msc_anomaly.py --backbone_path outputs/vision/backbone.pt --loss temperature_free
+    accelerate launch examples/msc_anomaly.py --backbone_path outputs/vision/backbone --loss temperature_free
 
 The protocol of ``talreiss/Mean-Shifted-Anomaly-Detection``, one normal class at a time:
 
@@ -20,7 +20,7 @@ The protocol of ``talreiss/Mean-Shifted-Anomaly-Detection``, one normal class at
 
 Backbones (``--backbone_path``): a torchvision-format ResNet state dict (``--arch resnet152``,
 ImageNet stem, 224 × 224 inputs: the paper's setting with ImageNet weights), or a
-``backbone.pt`` written by :mod:`integrations.vision.train` (the offline default; its own
+``backbone/`` written by :mod:`integrations.vision.train` (the offline default; its own
 resolution and normalisation). The default pretraining uses only CIFAR-10 *training* images and
 no labels, so neither the test split nor any label of the one-class task reaches the backbone.
 """
@@ -37,7 +37,7 @@ import torch
 from accelerate import PartialState
 from torch import nn
 
-from integrations.common import atomic
+from integrations.common import atomic, saved_model
 from integrations.common.accelerate_setup import end_tracking, make_accelerator
 from integrations.common.cli import one_line_errors, parse_config
 from integrations.common.results import mean_std, write_json
@@ -48,7 +48,7 @@ from integrations.vision.augment import IMAGENET_MEAN, IMAGENET_STD, EvalTransfo
 from integrations.vision.data import CIFAR10_CLASSES, load_cifar10, stratified_subset
 from integrations.vision.features import extract_features
 from integrations.vision.resnet import ResNet, build_resnet, load_torchvision_state
-from integrations.vision.train import backbone_from_saved, is_saved_backbone
+from integrations.vision.train import load_backbone
 
 from .patch import MSC_TAU, MSCContrastiveLoss
 from .scoring import knn_anomaly_score, roc_auc
@@ -59,8 +59,8 @@ FROZEN = ("conv1", "bn1", "layer1", "layer2")
 @dataclass(kw_only=True)
 class MSCConfig(RunConfig):
     backbone_path: str = field(
-        default="outputs/vision/backbone.pt",
-        metadata={"help": "backbone.pt of integrations.vision.train, or a torchvision ResNet state dict (.pth)"},
+        default="outputs/vision/backbone",
+        metadata={"help": "backbone/ folder of integrations.vision.train, or a torchvision ResNet state dict (.pth)"},
     )
     arch: str = field(default="resnet152", metadata={"help": "architecture of a torchvision state dict"})
     image_size: int = field(default=224, metadata={"help": "input size for torchvision weights (MSC: 224)"})
@@ -130,19 +130,19 @@ class MSCModel(nn.Module):
 def load_msc_backbone(config: MSCConfig) -> tuple[ResNet, EvalTransform, SSLAugment, dict[str, Any]]:
     """The backbone, its evaluation transform, MSC's training augmentation at its resolution, and metadata."""
     path = Path(config.backbone_path)
-    if not path.is_file():
+    if not path.exists():
         raise FileNotFoundError(
             f"backbone_path {path} does not exist. Pretrain the offline default with "
             "`python examples/simclr_cifar.py --output_dir outputs/vision` (CIFAR-10 training images, no labels), "
             "or pass a torchvision ResNet state dict with --arch"
         )
-    saved = atomic.load_torch(path, "backbone (--backbone_path: a backbone.pt or a torchvision ResNet state dict)")
-    if is_saved_backbone(saved):
-        backbone, meta = backbone_from_saved(saved, path)
+    if path.is_dir() or saved_model.is_saved_model(path):
+        backbone, meta = load_backbone(path)
         size, mean, std = meta["image_size"], tuple(meta["mean"]), tuple(meta["std"])
         evaluation = EvalTransform(size=size, mean=mean, std=std)
         augment = SSLAugment.moco_v2(size=size, mean=mean, std=std)
         return backbone, evaluation, augment, meta
+    saved = atomic.load_torch(path, "torchvision ResNet state dict (--backbone_path)")
     backbone = build_resnet(config.arch)
     load_torchvision_state(backbone, saved, path)
     # MSC: Resize(256) -> CenterCrop(224) for ResNet-152 (CIFAR images are upsampled)

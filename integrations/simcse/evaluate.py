@@ -4,7 +4,7 @@
     python -m integrations.simcse.evaluate --model outputs/simcse/best --tasks sts,transfer --mode fasttest
 
 ``DIR`` is any Hugging Face BERT/RoBERTa folder, or a folder written by our trainer (its pooler
-and MLP head are then read from ``cl_plugins_simcse.json`` unless ``--pooler`` overrides them).
+and MLP head are then read from its ``cl_plugins.json`` unless ``--pooler`` overrides them).
 Data come from ``$CL_PLUGINS_DATA/sentence/SentEval/data/downstream`` (SentEval's layout).
 ``--backend senteval`` runs an importable ``senteval`` package instead of our harness.
 """
@@ -18,12 +18,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from integrations.common import atomic
+from integrations.common import atomic, saved_model
 from integrations.common.cli import new_parser, one_line_errors
 from integrations.senteval import engine
 
-from .model import POOLERS, SimCSEModel, check_model_path
+from .model import HEAD_WEIGHTS, POOLERS, SimCSEModel, check_model_path
 from .sentence_encoder import SentenceEncoder
+
+#: the trainers whose saved models are sentence encoders
+TEXT_TRAINERS = ("simcse", "mabel")
 
 
 class _NoLoss(torch.nn.Module):
@@ -41,31 +44,32 @@ def load_encoder(
     """An ``encode(list[str]) -> np.ndarray`` callable for the model in ``path`` (with a cache fingerprint)."""
     from transformers import AutoModel, AutoTokenizer
 
+    settings = trained_settings(Path(path))
     check_model_path(str(path))
     path = Path(path)
-    settings_file = path / "cl_plugins_simcse.json"
-    settings = json.loads(settings_file.read_text()) if settings_file.exists() else {}
     chosen = pooler or settings.get("pooler", "cls_before_pooler")
     if chosen not in POOLERS:
         raise ValueError(f"--pooler must be one of {list(POOLERS)}, got {chosen!r}")
-    model = SimCSEModel(
-        AutoModel.from_pretrained(str(path)),
-        _NoLoss(),
-        pooler=chosen,
-        mlp_only_train=settings.get("mlp_only_train", False),
-        head=settings.get("head", "simcse"),
-    )
+    head = settings.get("head", "simcse")
+    model = SimCSEModel(AutoModel.from_pretrained(str(path)), _NoLoss(), pooler=chosen,
+                        mlp_only_train=settings.get("mlp_only_train", False), head=head)  # fmt: skip
     if model.mlp is not None:
-        head = path / "simcse_mlp.pt"
-        if not head.exists():
-            raise FileNotFoundError(
-                f"pooler 'cls' needs the MLP head {head}; use --pooler cls_before_pooler for a plain checkpoint"
-            )
-        model.mlp.load_state_dict(torch.load(head, map_location="cpu"))
+        if not (path / HEAD_WEIGHTS).exists():
+            raise FileNotFoundError(f"pooler 'cls' needs the head {path / HEAD_WEIGHTS}; use --pooler "
+                                    "cls_before_pooler for a checkpoint without one")  # fmt: skip
+        weights = saved_model.read_weights(path / HEAD_WEIGHTS, "sentence encoder's head")
+        saved_model.load_into(model.mlp, weights, path / HEAD_WEIGHTS, f"{head} head")
     model.to(device).eval()
     tokenizer = AutoTokenizer.from_pretrained(str(path))
-    settings = {"pooler": chosen, "mlp_only_train": model.mlp_only_train, "head": settings.get("head", "simcse")}
+    settings = {"pooler": chosen, "mlp_only_train": model.mlp_only_train, "head": head}
     return SentenceEncoder(model, tokenizer, batch_size, max_length, settings)
+
+
+def trained_settings(path: Path) -> dict[str, Any]:
+    """The pooler and head a folder of our text trainers was trained with; {} for any other Hugging Face folder."""
+    if not saved_model.is_saved_model(path):
+        return {}
+    return saved_model.read_info(path, TEXT_TRAINERS, "sentence encoder").model
 
 
 def run_senteval_package(encode, tasks: list[str], mode: str) -> dict[str, dict[str, float]]:  # type: ignore[no-untyped-def]

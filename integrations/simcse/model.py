@@ -65,6 +65,8 @@ class MabelHead(nn.Module):
 
 #: heads over [CLS] for the ``cls`` pooler, by name
 HEADS: dict[str, type[nn.Module]] = {"simcse": MLPHead, "mabel": MabelHead}
+#: the head's weights in a saved model folder (beside the Hugging Face encoder's ``model.safetensors``)
+HEAD_WEIGHTS = "head.safetensors"
 #: the head name of a model whose strategy projects (AMCL's heads replace the host's)
 NO_HEAD = "none"
 

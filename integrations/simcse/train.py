@@ -24,10 +24,11 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from safetensors.torch import save_file
 from torch.utils.data import DataLoader
 
 import cl_plugins as clp
-from integrations.common import atomic
+from integrations.common import saved_model
 from integrations.common.accelerate_setup import end_tracking, make_accelerator
 from integrations.common.cli import add_dataclass_arguments, host_head_field, new_parser, one_line_errors
 from integrations.common.cli import config_from_args as dataclass_config_from_args
@@ -36,7 +37,8 @@ from integrations.common.run_guard import guarded
 from integrations.common.training import Hooks, Plan, Run, RunState, fit
 
 from .data import Collator, EpochSampler, TextDataset, read_sentences, read_triples
-from .model import POOLERS, SimCSEModel, check_model_path
+from .export import write_modules
+from .model import HEAD_WEIGHTS, POOLERS, SimCSEModel, check_model_path
 
 
 @dataclass(kw_only=True)
@@ -75,22 +77,25 @@ def alignment_uniformity(z1: torch.Tensor, z2: torch.Tensor) -> tuple[float, flo
     return float(align), float(uniform)
 
 
-def save_model(model: SimCSEModel, tokenizer: Any, path: Path, config: TrainConfig) -> None:
-    """Hugging Face folder of the encoder + tokenizer, the MLP head, and our settings."""
-    path.mkdir(parents=True, exist_ok=True)
-    # with MLM the whole masked-LM model (AutoModel still loads its encoder; the bias metrics need the head)
-    (model.backbone if model.do_mlm else model.encoder).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    if model.mlp is not None:
-        torch.save(model.mlp.state_dict(), path / "simcse_mlp.pt")
-    settings = dict(
-        pooler=model.pooler,
-        mlp_only_train=model.mlp_only_train,
-        head=model.head,
-        loss=config.loss,
-        loss_args=config.loss_args,
-    )
-    (path / "cl_plugins_simcse.json").write_text(json.dumps(settings, indent=2))
+def save_model(model: SimCSEModel, tokenizer: Any, path: Path, config: TrainConfig, trainer: str = "simcse",
+               records: dict[str, Any] | None = None) -> None:
+    """``path`` as a saved model (:mod:`integrations.common.saved_model`) that is also a Hugging Face folder
+    (encoder + tokenizer) and a sentence-transformers folder (:mod:`.export`); the head in ``head.safetensors``."""
+
+    def hugging_face_and_head(tmp: Path) -> None:
+        # with MLM the whole masked-LM model (AutoModel still loads its encoder; the bias metrics need the head)
+        (model.backbone if model.do_mlm else model.encoder).save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        if model.mlp is not None:
+            save_file({k: v.detach().cpu().contiguous() for k, v in model.mlp.state_dict().items()},
+                      str(tmp / HEAD_WEIGHTS))  # fmt: skip
+        eval_head = model.mlp if model.mlp is not None and not model.mlp_only_train else None
+        write_modules(tmp, model.pooler, eval_head, model.encoder.config)
+
+    settings = {"pooler": model.pooler, "mlp_only_train": model.mlp_only_train, "head": model.head,
+                "do_mlm": model.do_mlm}  # fmt: skip
+    saved_model.write(path, trainer, model=settings, run=asdict(config), weights=None, records=records,
+                      extra=hugging_face_and_head)  # fmt: skip
 
 
 def dev_score(model: SimCSEModel, tokenizer: Any, max_length: int | None = None) -> float:
@@ -185,7 +190,7 @@ def train(
 
     def on_step_end(state: RunState) -> None:
         if config.eval_steps and state.step % config.eval_steps == 0:
-            _evaluate_and_keep_best(accelerator, unwrapped, tokenizer, state, out, config)
+            _evaluate_and_keep_best(accelerator, unwrapped, tokenizer, state, out, config, project)
 
     plan = Plan(config.epochs, config.max_steps, save_every=config.save_steps, save_unit="step",
                 keep=config.keep_checkpoints, seekable=True)  # fmt: skip
@@ -196,11 +201,10 @@ def train(
     schedule = lambda opt, total: get_linear_schedule_with_warmup(opt, int(config.warmup_ratio * total), total)  # noqa: E731
     state = fit(accelerator, model, optimizer, loader, plan, run, hooks, schedule=schedule)
     if config.eval_steps and state.step % config.eval_steps:  # not already evaluated at this step
-        _evaluate_and_keep_best(accelerator, unwrapped, tokenizer, state, out, config)
+        _evaluate_and_keep_best(accelerator, unwrapped, tokenizer, state, out, config, project)
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
-        with atomic.folder(out / "final") as tmp:
-            save_model(unwrapped, tokenizer, tmp, config)
+        save_model(unwrapped, tokenizer, out / "final", config, project, {"step": state.step, **state.records})
     end_tracking(accelerator)
     curve = [tuple(point) for point in state.records.get("dev", [])]
     return dict(
@@ -227,9 +231,8 @@ def _step_logs(model: SimCSEModel) -> dict[str, float]:
     return logs
 
 
-def _evaluate_and_keep_best(
-    accelerator: Any, model: SimCSEModel, tokenizer: Any, state: RunState, out: Path, config: TrainConfig
-) -> None:
+def _evaluate_and_keep_best(accelerator: Any, model: SimCSEModel, tokenizer: Any, state: RunState, out: Path,
+                            config: TrainConfig, project: str) -> None:  # fmt: skip
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
         score = dev_score(model, tokenizer)
@@ -238,8 +241,8 @@ def _evaluate_and_keep_best(
         state.record("dev", [state.step, score])
         if score > best:
             best = score
-            with atomic.folder(out / "best") as tmp:  # the previous best stays until this one is complete
-                save_model(model, tokenizer, tmp, config)
+            # the previous best stays until this one is complete
+            save_model(model, tokenizer, out / "best", config, project, {"step": state.step, "stsb_dev": score})
         accelerator.print(f"step {state.step}: STS-B dev Spearman {score:.2f} (best {best:.2f})")
     model.train()
     accelerator.wait_for_everyone()

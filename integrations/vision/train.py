@@ -10,7 +10,7 @@ backbone features. A linear probe on frozen features ends the run. ``--subset_pe
 ``--image_size`` and ``--width`` shrink the run for a CPU.
 
 Outputs in ``--output_dir``: ``results.json`` (kNN per evaluation, final kNN and linear probe),
-``backbone.pt`` (the backbone alone, loadable by :func:`load_backbone`, e.g. as MSC's default
+``backbone/`` (the backbone alone, loadable by :func:`load_backbone`, e.g. as MSC's default
 backbone), Accelerate checkpoints (``--resume`` continues exactly) and tracker logs (loss,
 temperature statistics of the strategy, kNN accuracy).
 """
@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 import cl_plugins as clp
-from integrations.common import atomic
+from integrations.common import saved_model
 from integrations.common.accelerate_setup import end_tracking, make_accelerator
 from integrations.common.cli import host_head_field, one_line_errors, parse_config
 from integrations.common.results import write_json
@@ -80,7 +80,7 @@ class VisionConfig(RunConfig):
     linear_epochs: int = field(default=100, metadata={"help": "linear-probe epochs at the end (0: skip)"})
     mixed_precision: str = field(default="no", metadata={"help": "no, fp16 or bf16"})
     seed: int = field(default=0, metadata={"help": "seed of initialisation, data order and augmentation"})
-    output_dir: str = output_dir_field("outputs/vision", "checkpoints, backbone.pt, results.json")
+    output_dir: str = output_dir_field("outputs/vision", "checkpoints, backbone/, results.json")
     checkpoint_every: int = field(default=1, metadata={"help": "checkpoint every N epochs (and at the end)"})
     stop_after_epochs: int = field(
         default=0, metadata={"help": "stop once this many epochs are done (split a run into jobs; then --resume)"}
@@ -166,44 +166,25 @@ def cosine_schedule(optimizer: torch.optim.Optimizer, total_steps: int, warmup_f
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
-def save_backbone(path: Path, config: VisionConfig, backbone: ResNet, in_channels: int) -> None:
-    """``backbone.pt``: what :func:`load_backbone` needs to rebuild the backbone, and how it was trained."""
+def save_backbone(folder: Path, config: VisionConfig, backbone: ResNet, in_channels: int,
+                  records: dict[str, Any] | None = None) -> None:
+    """``backbone/`` (:mod:`integrations.common.saved_model`): what :func:`load_backbone` needs to rebuild the
+    backbone and its input transform, how it was trained, and the weights."""
     mean, std = normalisation(config)
-    atomic.torch_save(
-        {
-            "arch": config.arch,
-            "cifar_stem": True,
-            "width": config.width,
-            "in_channels": in_channels,
-            "image_size": config.image_size,
-            "mean": mean,
-            "std": std,
-            "pretraining": asdict(config),
-            "state_dict": backbone.state_dict(),
-        },
-        path,
-    )
-
-
-def is_saved_backbone(saved: Any) -> bool:
-    """Whether a loaded file is a :func:`save_backbone` dict (rather than, e.g., a torchvision state dict)."""
-    return isinstance(saved, dict) and "state_dict" in saved and "arch" in saved
+    model = {"arch": config.arch, "cifar_stem": True, "width": config.width, "in_channels": in_channels,
+             "image_size": config.image_size, "mean": list(mean), "std": list(std)}  # fmt: skip
+    saved_model.write(folder, "vision", model=model, run=asdict(config), weights=backbone.state_dict(),
+                      records=records)  # fmt: skip
 
 
 def load_backbone(path: str | Path) -> tuple[ResNet, dict[str, Any]]:
-    """(backbone, metadata) of a :func:`save_backbone` file (read without unpickling anything but plain values)."""
-    return backbone_from_saved(atomic.load_torch(Path(path), "backbone.pt of integrations.vision.train"), path)
-
-
-def backbone_from_saved(saved: Any, source: str | Path = "the file") -> tuple[ResNet, dict[str, Any]]:
-    """(backbone, metadata) of an already loaded :func:`save_backbone` dict."""
-    if not is_saved_backbone(saved):
-        raise ValueError(f"{source} is not a backbone.pt written by integrations.vision.train")
-    net = build_resnet(
-        saved["arch"], cifar_stem=saved["cifar_stem"], width=saved["width"], in_channels=saved["in_channels"]
-    )
-    load_torchvision_state(net, saved["state_dict"], source)
-    return net, {k: v for k, v in saved.items() if k != "state_dict"}
+    """(backbone, its ``model`` arguments) of a :func:`save_backbone` folder (safetensors: nothing unpickled)."""
+    saved = saved_model.read(path, ("vision",), "pre-trained backbone")
+    meta = saved.model
+    net = build_resnet(meta["arch"], cifar_stem=meta["cifar_stem"], width=meta["width"],
+                       in_channels=meta["in_channels"])  # fmt: skip
+    load_torchvision_state(net, saved.weights, saved.path)
+    return net, {**meta, "pretraining": saved.run}
 
 
 def evaluate(
@@ -276,7 +257,7 @@ def run(config: VisionConfig) -> dict[str, Any]:
     if state.epoch < config.epochs:  # --stop_after_epochs: a part of the run, not a result
         accelerator.print(f"stopped after epoch {state.epoch} of {config.epochs}; --resume continues the run")
     elif accelerator.is_main_process:
-        save_backbone(out / "backbone.pt", config, model.backbone, in_channels)
+        save_backbone(out / "backbone", config, model.backbone, in_channels, state.records)
         final = evaluate(config, model.backbone, sets, accelerator.device, linear=True)
         result.update(final)
         accelerator.log({f"eval/{k}": v for k, v in final.items()}, step=state.step)

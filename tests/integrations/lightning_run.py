@@ -18,7 +18,7 @@ from torch.utils.data import DataLoader, Dataset  # noqa: E402
 
 import cl_plugins as clp  # noqa: E402
 from integrations.common.cli import leave_process_group  # noqa: E402
-from integrations.lightning_adapter import ContrastiveModule, StrategyCallback  # noqa: E402
+from integrations.frameworks.lightning import ContrastiveModule, StrategyLightningCallback  # noqa: E402
 
 GLOBAL_BATCH, D = 8, 6
 
@@ -48,7 +48,7 @@ def fit(loss: str, devices: int, steps: int) -> dict[str, torch.Tensor] | None:
     loss_fn = clp.build_host_loss(loss, host_tau=0.2, feature_dim=4).double()  # feature_dim: AMCL's heads
     module = ContrastiveModule(encoder, loss_fn, lr=0.5, weight_decay=0.1, optimizer="sgd")
     trainer = Trainer(max_epochs=1, accelerator="cpu", devices=devices, strategy="ddp" if devices > 1 else "auto",
-                      callbacks=[StrategyCallback()], logger=False, enable_checkpointing=False,
+                      callbacks=[StrategyLightningCallback()], logger=False, enable_checkpointing=False,
                       enable_progress_bar=False, enable_model_summary=False, use_distributed_sampler=False)  # fmt: skip
     trainer.fit(module, loader)
     weights = {k: v.detach().cpu() for k, v in module.state_dict().items()} if trainer.is_global_zero else None

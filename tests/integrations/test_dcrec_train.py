@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from integrations.common import saved_model
 from integrations.dcrec.evaluate import evaluate, history_mask
 from integrations.dcrec.graphs import transition_graph
 from integrations.dcrec.splits import UserSequences, build_splits
@@ -139,8 +140,8 @@ def test_train_resume_and_evaluate_cli(toy_root):
     # split run: 2 epochs, then resume to 3 -> bit-identical weights and the same selection
     main([*TINY, "--epochs", "2", "--loss", "macl", "--output_dir", str(out / "split")])
     main([*TINY, "--epochs", "3", "--loss", "macl", "--output_dir", str(out / "split"), "--resume"])
-    a = torch.load(out / "full" / "seed_2020" / "model.pt")["state_dict"]
-    b = torch.load(out / "split" / "seed_2020" / "model.pt")["state_dict"]
+    a = saved_model.read(out / "full" / "seed_2020" / "model", ["dcrec"], "run").weights
+    b = saved_model.read(out / "split" / "seed_2020" / "model", ["dcrec"], "run").weights
     assert all(torch.equal(a[k], b[k]) for k in a)
     from integrations.dcrec.evaluate import main as evaluate_main
 

@@ -10,6 +10,7 @@ import torch
 
 pytest.importorskip("torch_geometric")
 
+from integrations.common import saved_model
 from integrations.graph.datasets import load_planetoid, load_tu  # noqa: E402
 from tests.dist_utils import failure_report, torchrun  # noqa: E402
 
@@ -101,8 +102,8 @@ def test_graphcl_tu_end_to_end_and_exact_resume(data_root, tmp_path):
     assert 0.5 < full["accuracy_mean"] / 100 <= 1.0
     graphcl_tu.run(config(tmp_path / "b", 1))
     graphcl_tu.run(config(tmp_path / "b", 2, resume=True))
-    a = torch.load(tmp_path / "a" / "seed_0" / "model.pt", weights_only=False)["model"]
-    b = torch.load(tmp_path / "b" / "seed_0" / "model.pt", weights_only=False)["model"]
+    a = saved_model.read(tmp_path / "a" / "seed_0" / "model", ["graphcl_tu"], "run").weights
+    b = saved_model.read(tmp_path / "b" / "seed_0" / "model", ["graphcl_tu"], "run").weights
     for key in a:
         torch.testing.assert_close(a[key], b[key], rtol=0, atol=0, msg=key)
     saved = json.loads((tmp_path / "a" / "results.json").read_text())
@@ -149,7 +150,7 @@ def test_graphcl_transfer_end_to_end(data_root, tmp_path):
     out = graphcl_transfer.run(cfg)
     entry = out["datasets"]["bace"]
     assert entry["molecules"] == 1513 and 0.0 < entry["test_auc_last_mean"] <= 100.0
-    assert (tmp_path / "pretrained_gin.pt").exists()
+    assert saved_model.is_saved_model(tmp_path / "pretrained_gin")
 
 
 def test_evaluate_cli_checkpoint_equals_saved_embeddings(data_root, tmp_path, capsys):
@@ -161,7 +162,7 @@ def test_evaluate_cli_checkpoint_equals_saved_embeddings(data_root, tmp_path, ca
     capsys.readouterr()
     results = []
     for source in (["--embeddings", str(tmp_path / "seed_0" / "embeddings.npz")],
-                   ["--checkpoint", str(tmp_path / "seed_0" / "model.pt")]):  # fmt: skip
+                   ["--checkpoint", str(tmp_path / "seed_0" / "model")]):  # fmt: skip
         evaluate.main(["tu", *source, "--seeds", "0", "--folds", "3"])
         results.append(json.loads(capsys.readouterr().out))
     assert results[0] == results[1] and 50 < results[0]["accuracy_mean"] <= 100

@@ -35,7 +35,7 @@ def _model_and_tokenizer(bert_dir):
 
 @pytest.mark.parametrize("with_negative", [False, True])
 def test_infonce_equals_cross_entropy_over_scaled_cosines(bert_dir, with_negative):
-    from integrations.hf_trainer import StrategyLossFunc, ViewCollator
+    from integrations.frameworks.hf_trainer import StrategyLossFunc, ViewCollator
 
     model, tokenizer = _model_and_tokenizer(bert_dir)
     model = model.double()
@@ -56,7 +56,12 @@ def test_infonce_equals_cross_entropy_over_scaled_cosines(bert_dir, with_negativ
 def _train(bert_dir, tmp_path, loss: str, steps: int = 3, batch: int = 4, accumulate: int = 1, **loss_args):
     from transformers import Trainer, TrainingArguments
 
-    from integrations.hf_trainer import StrategyCallback, StrategyLossFunc, ViewCollator, strategy_optimizer
+    from integrations.frameworks.hf_trainer import (
+        StrategyLossFunc,
+        StrategyTrainerCallback,
+        ViewCollator,
+        strategy_optimizer,
+    )
 
     model, tokenizer = _model_and_tokenizer(bert_dir)
     loss_func = StrategyLossFunc(loss, host_tau=0.05, **loss_args).attach(model)
@@ -67,7 +72,7 @@ def _train(bert_dir, tmp_path, loss: str, steps: int = 3, batch: int = 4, accumu
     optimizer = strategy_optimizer(model, args)
     trainer = Trainer(model=model, args=args, train_dataset=ROWS, data_collator=ViewCollator(tokenizer),
                       compute_loss_func=loss_func, optimizers=(optimizer, None),
-                      callbacks=[StrategyCallback()])  # fmt: skip
+                      callbacks=[StrategyTrainerCallback()])  # fmt: skip
     trainer.train()
     return loss_func.loss_fn, optimizer
 
@@ -93,7 +98,7 @@ def test_a_schedule_in_epochs_learns_the_optimizer_steps_of_an_epoch(bert_dir, t
 
 
 def test_views_are_checked(bert_dir):
-    from integrations.hf_trainer import StrategyLossFunc, ViewCollator
+    from integrations.frameworks.hf_trainer import StrategyLossFunc, ViewCollator
 
     _, tokenizer = _model_and_tokenizer(bert_dir)
     with pytest.raises(ValueError, match="'anchor' and 'positive'"):

@@ -22,14 +22,14 @@ def _fit(loss: str, accumulate: int = 1, steps: int = 4, batches: int | None = N
     from lightning.pytorch import Trainer
     from torch.utils.data import DataLoader, TensorDataset
 
-    from integrations.lightning_adapter import ContrastiveModule, StrategyCallback
+    from integrations.frameworks.lightning import ContrastiveModule, StrategyLightningCallback
 
     torch.manual_seed(0)
     x = torch.randn(8 * (batches or steps * accumulate), 6)
     loader = DataLoader(TensorDataset(x, x + 0.3 * torch.randn_like(x)), batch_size=8)
     module = ContrastiveModule(torch.nn.Linear(6, 4), clp.build_loss(loss, **loss_args), lr=1e-2, weight_decay=0.1)
     trainer = Trainer(max_epochs=1, accelerator="cpu", devices=1, accumulate_grad_batches=accumulate, logger=False,
-                      callbacks=[StrategyCallback()], enable_checkpointing=False, enable_progress_bar=False,
+                      callbacks=[StrategyLightningCallback()], enable_checkpointing=False, enable_progress_bar=False,
                       enable_model_summary=False)  # fmt: skip
     trainer.fit(module, loader)
     return module, trainer

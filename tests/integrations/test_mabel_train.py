@@ -104,8 +104,9 @@ def test_train_end_to_end_with_bias_eval(tiny_mlm, tmp_path, data_root):
     assert summary["steps"] == 3 and summary["train_items"] == 12
     row = summary["bias"]["summary"]
     assert 0 <= row["stereoset_all_ss"] <= 100 and 0 <= row["crows"] <= 100 and row["seat_mean_abs_d"] >= 0
-    saved = json.loads((tmp_path / "out" / "final" / "cl_plugins_simcse.json").read_text())
-    assert saved["head"] == "mabel" and (tmp_path / "out" / "train_summary.json").exists()
+    saved = json.loads((tmp_path / "out" / "final" / "cl_plugins.json").read_text())
+    assert saved["trainer"] == "mabel" and saved["model"]["head"] == "mabel"
+    assert (tmp_path / "out" / "train_summary.json").exists()
 
 
 def test_entry_point_help_and_two_processes(tiny_mlm, tmp_path, data_root):

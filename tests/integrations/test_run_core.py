@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from integrations.common import atomic, run_guard
+from integrations.common import atomic, run_guard, saved_model
 
 ROOT = Path(__file__).resolve().parents[2]
 KILLED = -9
@@ -47,7 +47,7 @@ def _one_line(res: subprocess.CompletedProcess, *words: str) -> None:
 
 
 def _weights(out: Path) -> dict[str, torch.Tensor]:
-    return torch.load(out / "seed_0" / "model.pt", weights_only=True)["model"]
+    return saved_model.read(out / "seed_0" / "model", ["graphcl_tu"], "run model").weights
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +66,7 @@ def finished(data_root, tmp_path_factory) -> Path:
                                                (("--loss_arg", "tua=0.1"), "['tua']")])  # fmt: skip
 def test_a_refused_overwrite_leaves_the_finished_run_as_it_was(finished, mistake, named):
     before = _snapshot(finished)
-    assert "results.json" in before and "seed_0/model.pt" in before
+    assert "results.json" in before and "seed_0/model/model.safetensors" in before
     _one_line(_graph(finished, "--epochs", "2", "--loss", "macl", "--overwrite", *mistake), named)
     assert _snapshot(finished) == before
 
@@ -148,7 +148,7 @@ def test_msc_resumed_after_its_last_checkpoint_reports_the_trained_roc_auc(data_
          "--image_size", "16", "--epochs", "1", "--linear_epochs", "0", "--eval_bank_per_class", "5",
          "--eval_test_per_class", "5", "--log_with", "none", "--no-progress", "--output_dir", str(tmp_path / "ssl")])
     cmd = [sys.executable, str(ROOT / "examples" / "msc_anomaly.py"), "--backbone_path",
-           str(tmp_path / "ssl" / "backbone.pt"), "--normal_classes", "3", "--epochs", "2", "--train_per_class", "40",
+           str(tmp_path / "ssl" / "backbone"), "--normal_classes", "3", "--epochs", "2", "--train_per_class", "40",
            "--test_per_class", "6", "--batch_size", "16", "--lr", "0.05", "--log_with", "none", "--no-progress"]
     # fmt: skip
     assert _run([*cmd, "--output_dir", str(tmp_path / "a")]).returncode == 0

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from integrations.common import atomic
+from integrations.common import atomic, saved_model
 
 from .test_simcse_train import SENTENCES
 from .tiny_bert import make_tiny_bert
@@ -71,7 +71,7 @@ def _graph_cmd(out: Path, *extra: str) -> list[str]:
 
 
 def _graph_weights(out: Path) -> dict[str, torch.Tensor]:
-    return torch.load(out / "seed_0" / "model.pt", weights_only=False)["model"]
+    return saved_model.read(out / "seed_0" / "model", ["graphcl_tu"], "run model").weights
 
 
 @pytest.fixture(scope="module")

@@ -50,7 +50,7 @@ def test_infonce_is_mnrl(model_dir, cached, with_negatives):
         MultipleNegativesRankingLoss,
     )
 
-    from integrations.sentence_transformers_adapter import CachedStrategyRankingLoss, StrategyRankingLoss
+    from integrations.frameworks.sentence_transformers import CachedStrategyRankingLoss, StrategyRankingLoss
 
     columns = [ANCHORS, POSITIVES] + ([NEGATIVES] if with_negatives else [])
     model = _model(model_dir)
@@ -69,7 +69,7 @@ def test_infonce_is_mnrl(model_dir, cached, with_negatives):
 
 @pytest.mark.parametrize("name", ["macl", "learnable", "dystress", "temperature_free"])
 def test_the_cached_loss_equals_the_uncached_one(model_dir, name):
-    from integrations.sentence_transformers_adapter import CachedStrategyRankingLoss, StrategyRankingLoss
+    from integrations.frameworks.sentence_transformers import CachedStrategyRankingLoss, StrategyRankingLoss
 
     columns = [ANCHORS, POSITIVES, NEGATIVES]
     model = _model(model_dir)
@@ -89,7 +89,7 @@ def test_the_cached_loss_equals_the_uncached_one(model_dir, name):
 def _train(model_dir, tmp_path, name: str, steps: int = 3):
     from sentence_transformers import SentenceTransformerTrainingArguments
 
-    from integrations.sentence_transformers_adapter import CachedStrategyRankingLoss, StrategyTrainer
+    from integrations.frameworks.sentence_transformers import CachedStrategyRankingLoss, StrategyTrainer
 
     datasets = pytest.importorskip("datasets")
     model = _model(model_dir).float()
@@ -117,7 +117,7 @@ def test_the_per_step_hook_runs(model_dir, tmp_path):
 
 
 def test_strategies_that_need_features_are_refused(model_dir):
-    from integrations.sentence_transformers_adapter import StrategyRankingLoss
+    from integrations.frameworks.sentence_transformers import StrategyRankingLoss
 
     for name in clp.available_losses():
         if clp.owns_projection_head(name):
@@ -131,7 +131,7 @@ def _rank(rank, world, model_dir, cached):
         MultipleNegativesRankingLoss,
     )
 
-    from integrations.sentence_transformers_adapter import CachedStrategyRankingLoss, StrategyRankingLoss
+    from integrations.frameworks.sentence_transformers import CachedStrategyRankingLoss, StrategyRankingLoss
 
     rows = slice(rank * 3, (rank + 1) * 3)
     columns = [ANCHORS[rows], POSITIVES[rows], NEGATIVES[rows]]

@@ -79,8 +79,8 @@ SIMCSE_ARGS = {
 def test_every_strategy_trains(tiny, tmp_path, loss):
     summary = train(_config(tiny, tmp_path, loss=loss, loss_args=SIMCSE_ARGS.get(loss, {}), max_steps=2))
     assert summary["steps"] == 2
-    saved = json.loads((tmp_path / "final" / "cl_plugins_simcse.json").read_text())
-    assert saved["loss"] == loss
+    saved = json.loads((tmp_path / "final" / "cl_plugins.json").read_text())
+    assert saved["trainer"] == "simcse" and saved["run"]["loss"] == loss
 
 
 def test_supervised_with_hard_negatives_and_mlm(tiny, tmp_path):

@@ -22,7 +22,7 @@ gradients do not depend on it, and neither do ours.
 
 Example::
 
-    from integrations.openclip import StrategyClipLoss
+    from integrations.frameworks.open_clip import StrategyClipLoss
     loss = StrategyClipLoss("macl", logit_scale="strategy", local_loss=True, gather_with_grad=True,
                             rank=rank, world_size=world_size)
     total = loss(image_features, text_features, model.logit_scale.exp())

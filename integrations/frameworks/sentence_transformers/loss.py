@@ -11,7 +11,7 @@
   gradients to the uncached loss; the memory is that of a mini-batch.
 * :class:`StrategyTrainer` is ``SentenceTransformerTrainer`` that keeps temperatures out of weight decay (the
   trainer's grouping would decay ``learnable``'s ``log_tau`` by the run's weight decay) and runs the strategies'
-  per-step upkeep through :class:`StrategyCallback`.
+  per-step upkeep through :class:`~integrations.frameworks.hf_trainer.StrategyTrainerCallback`.
 
 Example::
 
@@ -31,7 +31,7 @@ from torch import nn
 
 import cl_plugins as clp
 from cl_plugins.optim import no_weight_decay_names
-from integrations.hf_trainer import StrategyCallback
+from integrations.frameworks.hf_trainer import StrategyTrainerCallback
 
 #: sentence-transformers' MNRL scale: τ = 1 / 20
 MNRL_SCALE = 20.0
@@ -118,7 +118,7 @@ class StrategyTrainer(SentenceTransformerTrainer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         losses = list(self.loss.values()) if isinstance(self.loss, dict) else [self.loss]
-        self.add_callback(StrategyCallback(losses))
+        self.add_callback(StrategyTrainerCallback(losses))
 
     def get_decay_parameter_names(self, model: nn.Module) -> list[str]:
         names = super().get_decay_parameter_names(model)

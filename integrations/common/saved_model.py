@@ -1,0 +1,133 @@
+"""The one saved-model format of every trainer: a folder with ``model.safetensors`` and ``cl_plugins.json``.
+
+Every trainer saves what it trained the same way, and every entry point reads it with :func:`read`:
+
+* ``model.safetensors``: the weights (tensors only; reading them can never run code);
+* ``cl_plugins.json``: ``{"format", "version", "trainer", "model", "run", "records"}``: the trainer that
+  wrote it (``graphcl_tu``, ``grace``, ``graphcl_transfer``, ``dcrec``, ``vision``, ``simcse``, ``mabel``),
+  the arguments that rebuild the module (``model``), the run's configuration with its strategy
+  (``run["loss"]``, ``run["loss_args"]``), and what the run measured (``records``).
+
+A text encoder's folder is also a Hugging Face model folder (its ``model.safetensors`` is the encoder's,
+written by ``save_pretrained``) and a sentence-transformers folder (see :mod:`integrations.simcse.export`).
+
+The folder is written through :func:`integrations.common.atomic.folder`: a kill leaves the previous one.
+A folder that is not what an entry point expects (another trainer's, a truncated file, not ours at all)
+is refused with one line naming the path, what was expected and what was found.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import atomic
+
+INFO = "cl_plugins.json"
+WEIGHTS = "model.safetensors"
+FORMAT = "cl-plugins saved model"
+VERSION = 1
+
+
+@dataclass(frozen=True)
+class SavedModel:
+    """A saved model as read back: where it is, who wrote it, how to rebuild it, and its weights."""
+
+    path: Path
+    trainer: str
+    model: dict[str, Any]
+    run: dict[str, Any]
+    records: dict[str, Any] = field(default_factory=dict)
+    weights: dict[str, Any] = field(default_factory=dict)
+
+
+def write(
+    folder: Path,
+    trainer: str,
+    *,
+    model: dict[str, Any],
+    run: dict[str, Any],
+    weights: dict[str, Any] | None,
+    records: dict[str, Any] | None = None,
+    extra: Callable[[Path], None] | None = None,
+) -> None:
+    """Write ``folder`` atomically. ``weights`` (a state dict; None when ``extra`` writes them, as Hugging Face's
+    ``save_pretrained`` does) go to ``model.safetensors``; ``extra(tmp)`` may add files of its own."""
+    from safetensors.torch import save_file
+
+    info = {"format": FORMAT, "version": VERSION, "trainer": trainer, "model": model, "run": run,
+            "records": records or {}}  # fmt: skip
+    text = json.dumps(info, indent=2, default=str)
+    with atomic.folder(Path(folder)) as tmp:
+        if extra is not None:
+            extra(tmp)
+        if weights is not None:
+            # cloned: safetensors refuses tensors that share memory (tied weights, views)
+            save_file({k: v.detach().cpu().contiguous().clone() for k, v in weights.items()}, str(tmp / WEIGHTS))
+        (tmp / INFO).write_text(text, encoding="utf-8")
+
+
+def _folder_of(path: Path) -> Path:
+    """The saved model's folder for a path naming it or one of its two files."""
+    return path.parent if path.name in (INFO, WEIGHTS) and path.is_file() else path
+
+
+def read_info(path: str | Path, trainers: Iterable[str], what: str) -> SavedModel:
+    """The folder's ``cl_plugins.json`` (weights not read), checked to come from one of ``trainers``."""
+    trainers = tuple(trainers)
+    folder = _folder_of(Path(path))
+    expected = f"a {what} (a folder written by {' or '.join(trainers)})"
+    if not folder.exists():
+        raise FileNotFoundError(f"{path}: no such file or folder; expected {expected}")
+    if not (folder / INFO).is_file():
+        found = "a file" if folder.is_file() else f"a folder without {INFO}"
+        raise ValueError(f"{path} is not {expected}: it is {found}")
+    try:
+        info = json.loads((folder / INFO).read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{folder / INFO} is not readable JSON ({exc}); was it cut short?") from None
+    if not isinstance(info, dict) or info.get("format") != FORMAT or "trainer" not in info:
+        raise ValueError(f"{folder / INFO} is not a cl-plugins saved-model description")
+    if info.get("version") != VERSION:
+        raise ValueError(f"{folder} is saved-model version {info.get('version')}; this cl-plugins reads {VERSION}")
+    if info["trainer"] not in trainers:
+        raise ValueError(f"{path} is not {expected}: it was written by {info['trainer']}")
+    return SavedModel(folder, info["trainer"], dict(info.get("model") or {}), dict(info.get("run") or {}),
+                      dict(info.get("records") or {}))  # fmt: skip
+
+
+def read(path: str | Path, trainers: Iterable[str], what: str) -> SavedModel:
+    """:func:`read_info` and the weights of ``model.safetensors`` (on the CPU)."""
+    saved = read_info(path, trainers, what)
+    return SavedModel(**{**saved.__dict__, "weights": read_weights(saved.path / WEIGHTS, what)})
+
+
+def read_weights(file: Path, what: str) -> dict[str, Any]:
+    """A safetensors file's tensors, or one line naming the file and what is wrong with it."""
+    from safetensors.torch import load_file
+
+    if not file.is_file():
+        raise FileNotFoundError(f"{file}: missing; the {what} has no weights")
+    try:
+        return load_file(str(file), device="cpu")
+    except Exception as exc:  # SafetensorError: truncated header or data, not a safetensors file
+        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"{file} is not a readable safetensors file ({why}); was it cut short while being "
+                         "written or copied?") from None  # fmt: skip
+
+
+def is_saved_model(path: str | Path) -> bool:
+    """Whether ``path`` names a saved-model folder (or one of its two files)."""
+    return (_folder_of(Path(path)) / INFO).is_file()
+
+
+def load_into(module: Any, weights: dict[str, Any], source: Path, what: str) -> None:
+    """``module.load_state_dict(weights)``, or one line naming ``source`` when the shapes or names differ."""
+    try:
+        module.load_state_dict(weights)
+    except RuntimeError as exc:
+        first = next((line.strip() for line in str(exc).splitlines()[1:] if line.strip()), str(exc))
+        raise ValueError(f"{source} does not fit the {what} it describes: {first}") from None

@@ -1,0 +1,154 @@
+"""The one saved-model format: read back exactly, refused in one line when it is not what an entry point expects
+(another trainer's, truncated, not ours), never unpickled; text encoders load in sentence-transformers with the
+pooler and head our evaluator uses."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from integrations.common import atomic, saved_model
+
+from .tiny_bert import make_tiny_bert
+
+TRAINERS = ("graphcl_tu", "grace", "graphcl_transfer", "dcrec", "vision", "simcse", "mabel")
+
+
+def _write(folder: Path, trainer: str, weights: dict | None = None) -> Path:
+    weights = weights or {"w": torch.arange(6.0).view(2, 3)}
+    saved_model.write(folder, trainer, model={"num_features": 3}, run={"loss": "macl", "loss_args": {}},
+                      weights=weights, records={"epoch_loss": [1.5]})  # fmt: skip
+    return folder
+
+
+def test_a_saved_model_reads_back_exactly(tmp_path):
+    shared = torch.randn(4, 3)
+    folder = _write(tmp_path / "model", "grace", {"a": shared, "b": shared[:2]})  # shared memory: cloned
+    saved = saved_model.read(folder / saved_model.WEIGHTS, ["grace"], "run model")  # a file inside names it too
+    assert saved.trainer == "grace" and saved.path == folder and saved.model == {"num_features": 3}
+    assert torch.equal(saved.weights["a"], shared) and torch.equal(saved.weights["b"], shared[:2])
+    assert saved.run["loss"] == "macl" and saved.records == {"epoch_loss": [1.5]}
+    assert atomic.is_complete(folder)
+
+
+@pytest.mark.parametrize(
+    ("damage", "named"),
+    [
+        (lambda f: None, "it was written by grace"),
+        (lambda f: (f / saved_model.INFO).unlink(), "a folder without cl_plugins.json"),
+        (lambda f: (f / saved_model.INFO).write_text('{"format": "cl-plugins saved mo'), "not readable JSON"),
+        (lambda f: (f / saved_model.INFO).write_text("{}"), "not a cl-plugins saved-model description"),
+        (lambda f: (f / saved_model.WEIGHTS).write_bytes((f / saved_model.WEIGHTS).read_bytes()[:40]), "cut short"),
+        (lambda f: (f / saved_model.WEIGHTS).unlink(), "has no weights"),
+    ],
+)
+def test_what_is_not_expected_is_refused_in_one_line(tmp_path, damage, named):
+    folder = _write(tmp_path / "model", "grace")
+    damage(folder)
+    trainers = ["dcrec"] if named.startswith("it was written") else ["grace"]
+    with pytest.raises((ValueError, FileNotFoundError), match=named) as info:
+        saved_model.read(folder, trainers, "run model")
+    assert "\n" not in str(info.value)
+
+
+def _cross_cases(tmp_path: Path) -> list[tuple[list[str], str]]:
+    """(command, the trainer whose folder it is given) for every evaluation entry point."""
+    other = {name: _write(tmp_path / name, name) for name in TRAINERS}
+    return [
+        (["integrations.graph.evaluate", "tu", "--checkpoint", str(other["grace"])], "grace"),
+        (["integrations.graph.evaluate", "node", "--checkpoint", str(other["graphcl_tu"])], "graphcl_tu"),
+        (["integrations.graph.evaluate", "molecule", "--checkpoint", str(other["vision"])], "vision"),
+        (["integrations.graph.graphcl_transfer", "--input_model", str(other["dcrec"] / saved_model.WEIGHTS),
+          "--output_dir", str(tmp_path / "out_transfer")], "dcrec"),  # fmt: skip
+        (["integrations.dcrec.evaluate", str(other["graphcl_transfer"])], "graphcl_transfer"),
+        (["integrations.msc.anomaly", "--backbone_path", str(other["simcse"]), "--log_with", "none",
+          "--output_dir", str(tmp_path / "out_msc")], "simcse"),  # fmt: skip
+        (["integrations.vision.train", "--help"], ""),  # vision has no evaluation entry of its own
+        (["integrations.simcse.evaluate", "--model", str(other["vision"])], "vision"),
+        (["integrations.mabel.evaluate", str(other["dcrec"])], "dcrec"),
+    ]
+
+
+def test_each_trainers_folder_given_to_another_entry_point_is_named_in_one_line(tmp_path, capsys):
+    import importlib
+
+    for argv, wrong in _cross_cases(tmp_path):
+        if not wrong:
+            continue
+        main = importlib.import_module(argv[0]).main
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv[1:])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert exit_info.value.code == 2 and len(err) == 1, (argv, err)
+        assert f"written by {wrong}" in err[0], err[0]
+    assert not (tmp_path / "out_transfer").exists() and not (tmp_path / "out_msc").exists()
+
+
+class _Exploit:
+    """Unpickling this runs code (it writes a marker file): what a crafted file could do."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):  # noqa: ANN204
+        return (Path.write_text, (self.marker, "pwned"))
+
+
+def test_crafted_pickles_in_published_weights_and_caches_are_never_run(tmp_path, capsys):
+    from integrations.graph.graphcl_transfer import main as transfer
+
+    marker = tmp_path / "marker"
+    crafted = tmp_path / "published_gin.pth"
+    torch.save({"gnn": _Exploit(marker)}, crafted)
+    with pytest.raises(SystemExit):
+        transfer(["--input_model", str(crafted), "--output_dir", str(tmp_path / "out"), "--log_with", "none"])
+    assert "never unpickled" in capsys.readouterr().err and not marker.exists()
+    cache = tmp_path / "cache.pt"
+    torch.save([_Exploit(marker)], cache)
+    with pytest.warns(UserWarning, match="rebuilding the unreadable cache"):
+        assert atomic.load_cache(cache) is None
+    assert not marker.exists() and not cache.exists()
+
+
+# ---------------------------------------------------------------------------- text encoders in sentence-transformers
+SENTENCES = ["a man is playing a guitar .", "the cat sat on the mat", "two dogs run", "it rains"]
+
+
+@pytest.fixture(scope="module")
+def tiny_encoder(tmp_path_factory) -> Path:
+    return make_tiny_bert(tmp_path_factory.mktemp("bert") / "bert", hidden=32, layers=3)
+
+
+@pytest.mark.parametrize(
+    ("pooler", "head", "mlp_only_train"),
+    [("cls", "simcse", True), ("cls", "simcse", False), ("cls", "mabel", False), ("cls_before_pooler", "simcse", False),
+     ("avg", "simcse", False), ("avg_top2", "simcse", False), ("avg_first_last", "simcse", False)],
+)  # fmt: skip
+def test_sentence_transformers_embeds_as_our_evaluator(tiny_encoder, tmp_path, pooler, head, mlp_only_train):
+    pytest.importorskip("sentence_transformers")
+    from sentence_transformers import SentenceTransformer
+    from transformers import AutoModel, AutoTokenizer
+
+    import cl_plugins as clp
+    from integrations.simcse.evaluate import load_encoder
+    from integrations.simcse.model import SimCSEModel
+    from integrations.simcse.train import TrainConfig, save_model
+
+    torch.manual_seed(0)
+    model = SimCSEModel(AutoModel.from_pretrained(str(tiny_encoder)), clp.build_loss("infonce"), pooler=pooler,
+                        mlp_only_train=mlp_only_train, head=head)  # fmt: skip
+    if model.mlp is not None:
+        for p in model.mlp.parameters():  # a trained head, not the identity-like initialisation
+            torch.nn.init.normal_(p, std=0.3)
+    config = TrainConfig(model=str(tiny_encoder), train_file="unused.txt", pooler=pooler, mlp_only_train=mlp_only_train)
+    save_model(model.eval(), AutoTokenizer.from_pretrained(str(tiny_encoder)), tmp_path / "final", config)
+    ours = load_encoder(tmp_path / "final")(SENTENCES)
+    theirs = SentenceTransformer(str(tmp_path / "final"), device="cpu").encode(SENTENCES, convert_to_numpy=True)
+    assert ours.shape == theirs.shape
+    np.testing.assert_allclose(theirs, ours, rtol=1e-5, atol=1e-5)
+    info = json.loads((tmp_path / "final" / saved_model.INFO).read_text())
+    assert info["trainer"] == "simcse" and info["model"]["pooler"] == pooler
