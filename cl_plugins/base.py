@@ -8,6 +8,8 @@ reductions and diagnostics live here, once.
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
@@ -15,10 +17,8 @@ import torch
 from torch import nn
 
 from .distributed import all_reduce_sum, is_distributed, world_size
-from .fused import LazyLogits
+from .extension import LazyLogits, LogitMap, Pairs, softplus
 from .layouts import LAYOUTS, PairBlock, at_least_float32, build_blocks, unit_rows
-from .pairs import Pairs, softplus
-from .streaming import LogitMap
 from .validation import ArgumentTypeError, check_choice, check_pair, check_range, check_similarity
 
 Reduction = Literal["mean", "sum", "none"]
@@ -47,11 +47,11 @@ class ContrastiveLoss(nn.Module):
             the embeddings; disable only in tight loops you trust.
         kernel: how the [A, M] logits are computed (same values and gradients every way):
             ``"dense"`` (autograd on the matrix; the only one that can be differentiated twice),
-            ``"fused"`` (one [A, M] buffer, :mod:`cl_plugins.fused`; a per-pair map without an explicit derivative
-            streams), ``"stream"`` (tiles recomputed in backward, no [A, M] buffer: :mod:`cl_plugins.streaming`),
-            or ``"auto"`` (default: ``"fused"`` below :data:`STREAM_FROM_ELEMENTS` entries, ``"stream"`` from
-            there). Every strategy but AMCL (which has its own kernel) runs on both.
-        fused: ``False`` is ``kernel="dense"`` (kept for compatibility).
+            ``"fused"`` (one [A, M] buffer, :mod:`cl_plugins.kernels.fused`; a per-pair map without an explicit
+            derivative streams), ``"stream"`` (tiles recomputed in backward, no [A, M] buffer:
+            :mod:`cl_plugins.kernels.streaming`), or ``"auto"`` (default: ``"fused"`` below
+            :data:`STREAM_FROM_ELEMENTS` entries, ``"stream"`` from there). Every strategy but AMCL (which has its
+            own kernel) runs on both.
 
     Distributed semantics (``forward`` with ``gather_distributed=True``): the returned value is
     the loss of the global batch on every rank, and its gradient is scaled so that DDP's
@@ -100,7 +100,6 @@ class ContrastiveLoss(nn.Module):
         gather_distributed: bool = True,
         check_inputs: bool = True,
         kernel: str = "auto",
-        fused: bool = True,
     ) -> None:
         super().__init__()
         self.layout = check_choice("layout", layout, LAYOUTS)
@@ -118,11 +117,6 @@ class ContrastiveLoss(nn.Module):
         self.gather_distributed = bool(gather_distributed)
         self.check_inputs = bool(check_inputs)
         self.kernel = check_choice("kernel", kernel, KERNELS)
-        if not fused:
-            if self.kernel not in ("auto", "dense"):
-                raise ValueError(f"fused=False means kernel='dense'; drop it to use kernel={kernel!r}")
-            self.kernel = "dense"
-        self.fused = self.kernel != "dense"
         self._stats: dict[str, list[torch.Tensor | float]] = {}
 
     # ------------------------------------------------------------------ strategy hooks
@@ -321,9 +315,32 @@ class ContrastiveLoss(nn.Module):
             f"reduction={self.reduction!r}"
         )
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "__init__" in cls.__dict__:
+            cls.__init__ = _recording_arguments(cls.__init__)  # type: ignore[method-assign]
+
     def hyperparameters(self) -> dict[str, Any]:
-        """Constructor arguments, for logging and for rebuilding with :func:`build_loss`."""
+        """The arguments the loss was built with (by :func:`build_loss` or its class, by name or position), for
+        logging and for rebuilding with :func:`build_loss`; defaults it was not given are not listed."""
         return dict(getattr(self, "_init_kwargs", {}))
+
+
+def _recording_arguments(init: Callable[..., None]) -> Callable[..., None]:
+    """``init`` that first records the arguments of the outermost constructor call in ``_init_kwargs``."""
+    signature = inspect.signature(init)
+
+    @functools.wraps(init)
+    def wrapper(self: nn.Module, *args: Any, **kwargs: Any) -> None:
+        if "_init_kwargs" not in self.__dict__:  # a subclass's __init__ calling its parent's records nothing
+            bound = signature.bind(self, *args, **kwargs).arguments
+            extra = next((bound.pop(p.name) for p in signature.parameters.values() if p.kind is p.VAR_KEYWORD
+                          and p.name in bound), {})  # fmt: skip
+            bound.pop(next(iter(signature.parameters)))
+            object.__setattr__(self, "_init_kwargs", {**bound, **extra})
+        init(self, *args, **kwargs)
+
+    return wrapper
 
 
 def _unit_if_tensor(x: torch.Tensor | None) -> torch.Tensor | None:

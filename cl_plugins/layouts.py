@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import torch
 
 from .distributed import gather_with_grad
-from .fused import LazyLogits
+from .extension import LazyLogits
 from .validation import check_embeddings, check_feature_dim, check_rows, check_same
 
 LAYOUTS = ("simclr", "grace", "cross_view", "queue")
@@ -59,8 +59,8 @@ class PairBlock:
         return x if self.normalized else unit_rows(x)
 
     def lazy(self, stream: bool = False) -> LazyLogits:
-        """The cosine matrix as :class:`~cl_plugins.fused.LazyLogits` (the kernels' path); ``stream`` picks
-        the tiled kernel of :mod:`cl_plugins.streaming`."""
+        """The cosine matrix as :class:`~cl_plugins.extension.LazyLogits` (the kernels' path); ``stream`` picks
+        the tiled kernel of :mod:`cl_plugins.kernels.streaming`."""
         with torch.autocast(device_type=self.anchors.device.type, enabled=False):
             a = self._unit(self.anchors)
             c = a if self.candidates_are_anchors else self._unit(self.candidates)

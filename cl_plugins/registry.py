@@ -74,6 +74,4 @@ def build_loss(name: str, **kwargs: Any) -> nn.Module:
         from .validation import ArgumentTypeError
 
         raise ArgumentTypeError(f"{name!r} got unexpected argument(s) {unknown}; it accepts: {', '.join(allowed)}")
-    loss = cls(**kwargs)
-    loss._init_kwargs = dict(kwargs)  # type: ignore[attr-defined]
-    return loss
+    return cls(**kwargs)

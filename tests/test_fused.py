@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import cl_plugins as clp
-from cl_plugins import fused
+from cl_plugins.kernels import fused
 
 # every registered strategy that only divides the cosine matrix by a scalar, at a host τ of 0.2
 SCALAR = [(n, {}) for n in clp.available_losses() if clp.get_loss_class(n).scalar_temperature]
@@ -23,8 +23,8 @@ def test_fused_equals_dense(name, kwargs, layout, extra, chunk, monkeypatch):
     z2 = torch.randn(6, 5, dtype=torch.float64, requires_grad=True)
     call = {"queue": torch.randn(9, 5, dtype=torch.float64)} if layout == "queue" else {}
     outs = []
-    for use_fused in (True, False):
-        loss_fn = clp.build_host_loss(name, host_tau=0.2, layout=layout, fused=use_fused, **extra, **kwargs).double()
+    for kernel in ("fused", "dense"):
+        loss_fn = clp.build_host_loss(name, host_tau=0.2, layout=layout, kernel=kernel, **extra, **kwargs).double()
         loss = loss_fn(z1, z2, **call)
         params = [z1, z2, *loss_fn.parameters()]
         outs.append((loss.detach(), torch.autograd.grad(loss, params), loss_fn.stats))
@@ -40,9 +40,9 @@ def test_fused_equals_dense(name, kwargs, layout, extra, chunk, monkeypatch):
 def test_fused_backward_twice_is_refused():
     loss = clp.build_loss("infonce")(torch.randn(4, 3, requires_grad=True), torch.randn(4, 3))
     loss.backward(retain_graph=True)
-    with pytest.raises(RuntimeError, match="fused=False"):
+    with pytest.raises(RuntimeError, match="kernel='dense'"):
         loss.backward()
-    dense = clp.build_loss("infonce", fused=False)(torch.randn(4, 3, requires_grad=True), torch.randn(4, 3))
+    dense = clp.build_loss("infonce", kernel="dense")(torch.randn(4, 3, requires_grad=True), torch.randn(4, 3))
     dense.backward(retain_graph=True)
     dense.backward()
 

@@ -71,3 +71,19 @@ def test_unknown_preset_and_the_examples():
     assert clp.build_host_loss("cosine_schedule", host_tau=0.2).temperature(0) == pytest.approx(2.0)  # τ_max = 10 τ
     assert clp.build_host_loss("dual_temperature", host_tau=0.05).tau_beta == pytest.approx(0.5)
     assert clp.build_host_loss("macl", host_tau=0.05, preset="simcse").alpha == 2.0
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_hyperparameters_are_the_arguments_however_the_loss_was_built(name):
+    cls = clp.get_loss_class(name)
+    args = {**cls.host_temperature(0.3), **({cls.feature_dim_arg: 8} if cls.feature_dim_arg else {}),
+            "reduction": "sum"}  # fmt: skip
+    by_class, by_name = cls(**args), clp.build_loss(name, **args)
+    assert by_class.hyperparameters() == by_name.hyperparameters() == args
+    mapping = cls.host_temperature(0.3)
+    if mapping and clp.registry.accepted_arguments(cls)[: len(mapping)] == list(mapping):  # given by position
+        assert cls(*mapping.values()).hyperparameters() == mapping
+    torch.manual_seed(0)
+    rebuilt = clp.build_loss(name, **by_class.hyperparameters()).double()
+    torch.manual_seed(0)
+    assert torch.equal(rebuilt(*_views()), cls(**args).double()(*_views()))

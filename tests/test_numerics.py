@@ -27,8 +27,8 @@ def _cases(count: int = 40, seed: int = 1234) -> list[tuple]:
     return out
 
 
-def _loss(name, layout, dtype, z1, z2, queue, fused=True):
-    loss_fn = clp.build_host_loss(name, host_tau=0.1, layout=layout, fused=fused).to(dtype)
+def _loss(name, layout, dtype, z1, z2, queue, kernel="auto"):
+    loss_fn = clp.build_host_loss(name, host_tau=0.1, layout=layout, kernel=kernel).to(dtype)
     value = loss_fn(z1, z2, **({"queue": queue} if layout == "queue" else {}))
     return value, torch.autograd.grad(value, (z1, z2), allow_unused=True)
 
@@ -41,8 +41,8 @@ def test_finite_equal_to_the_unfused_path_and_scale_invariant(name, layout, dtyp
     rtol = 1e-10 if dtype == torch.float64 else 2e-4
     ref_value, ref_grads = _loss(name, layout, dtype, *(x.to(dtype).requires_grad_() for x in base), queue)
     z1, z2 = ((x * scale).to(dtype).requires_grad_() for x in base)
-    for fused in (True, False):
-        value, grads = _loss(name, layout, dtype, z1, z2, queue, fused)
+    for kernel in ("auto", "dense"):
+        value, grads = _loss(name, layout, dtype, z1, z2, queue, kernel)
         assert torch.isfinite(value)
         torch.testing.assert_close(value, ref_value, rtol=rtol, atol=rtol)
         for got, ref in zip(grads, ref_grads, strict=True):
@@ -57,7 +57,7 @@ def test_second_derivatives_are_refused_on_the_fused_path_and_finite_without_it(
     fused = clp.build_host_loss(name, host_tau=0.2).double()
     with pytest.raises(RuntimeError, match="second derivative"):
         torch.autograd.grad(fused(z1, z2), z1, create_graph=True)
-    plain = clp.build_host_loss(name, host_tau=0.2, fused=False).double()
+    plain = clp.build_host_loss(name, host_tau=0.2, kernel="dense").double()
     (g,) = torch.autograd.grad(plain(z1, z2), z1, create_graph=True)
     (gg,) = torch.autograd.grad(g.square().sum(), z1)  # a gradient penalty
     assert torch.isfinite(gg).all() and gg.abs().sum() > 0

@@ -126,15 +126,15 @@ def test_every_amcl_form_has_a_reference_case():
 @pytest.mark.parametrize("layout", ["simclr", "cross_view"])
 @pytest.mark.parametrize("form", list(AMCL_FORMS))
 @pytest.mark.parametrize("decoupled", [True, False])
-@pytest.mark.parametrize("fused", [True, False])
+@pytest.mark.parametrize("kernel", ["auto", "dense"])
 @pytest.mark.filterwarnings("ignore:amcl form")
-def test_amcl_matches_reference(layout, form, decoupled, fused):
+def test_amcl_matches_reference(layout, form, decoupled, kernel):
     if form == "topk" and not decoupled:
         pytest.skip("the top-k form keeps the positive out of the denominator")
     torch.manual_seed(0)
     loss_fn = clp.build_loss("amcl", dim=6, heads=2, proj_dim=3, hidden=8, temperature_hidden=5, form=form,
                              layout=layout, decoupled=decoupled, reduction="none", share_temperature_mlp=False,
-                             fused=fused,
+                             kernel=kernel,
                              **AMCL_FORMS[form]).double()  # fmt: skip
     if form == "anchor":  # its last layer starts at zero (every anchor at tau): give each anchor its own
         for net in loss_fn.temperature_nets:

@@ -9,8 +9,9 @@ import pytest
 import torch
 
 import cl_plugins as clp
-from cl_plugins import base, fused, streaming
+from cl_plugins import base
 from cl_plugins.base import ContrastiveLoss
+from cl_plugins.kernels import fused, streaming
 
 STREAMABLE = [n for n in clp.available_losses()
               if clp.get_loss_class(n).scalar_temperature
@@ -156,9 +157,8 @@ def test_kernel_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(base, "STREAM_FROM_ELEMENTS", block.size + 1)
     assert clp.build_loss("dystress").block_kernel(block) == "fused"
     assert clp.build_loss("temperature_free", kernel="dense").block_kernel(block) == "dense"
-    assert clp.build_loss("infonce", fused=False).block_kernel(block) == "dense"
     assert clp.build_loss("amcl", dim=4).block_kernel(block) == "dense"  # AMCL runs its own kernel
-    with pytest.raises(ValueError, match="fused=False means kernel='dense'"):
-        clp.build_loss("infonce", fused=False, kernel="stream")
+    with pytest.raises(TypeError, match="unexpected argument"):  # fused= was never released: gone
+        clp.build_loss("infonce", fused=False)
     with pytest.raises(ValueError, match="kernel"):
         clp.build_loss("infonce", kernel="flash")

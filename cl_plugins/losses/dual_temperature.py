@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from ..base import ContrastiveLoss
-from ..pairs import Pairs, reweighted_nll
+from ..extension import Pairs, reweighted_nll
 from ..registry import register_loss
 from ..validation import check_temperature
 

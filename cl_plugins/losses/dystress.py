@@ -37,10 +37,8 @@ from typing import Any
 import torch
 
 from ..base import ContrastiveLoss
-from ..fused import LazyLogits
-from ..pairs import Pairs
+from ..extension import LazyLogits, LogitMap, Pairs
 from ..registry import register_loss
-from ..streaming import LogitMap
 from ..validation import check_choice, check_positive, check_range, check_temperature
 
 PROFILES = ("cosine", "shifted", "linear", "exponential", "monotone")

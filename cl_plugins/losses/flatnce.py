@@ -1,6 +1,6 @@
 """FlatNCE.
 
-    v_a = log sum_{n in neg(a)} exp((s_an - s_ap) / tau)     (= d_a of cl_plugins.pairs)
+    v_a = log sum_{n in neg(a)} exp((s_an - s_ap) / tau)     (= d_a of cl_plugins.extension)
     L_a = exp(v_a - sg(v_a))
 
 The value is 1 by construction and the gradient is that of ``v_a``, which is DCL's gradient
@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from ..pairs import Pairs, softplus
+from ..extension import Pairs, softplus
 from ..registry import register_loss
 from .infonce import InfoNCELoss
 

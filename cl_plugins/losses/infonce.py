@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from ..base import ContrastiveLoss
-from ..pairs import Pairs
+from ..extension import Pairs
 from ..registry import register_loss
 from ..validation import check_temperature
 

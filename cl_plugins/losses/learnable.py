@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from ..base import ContrastiveLoss
-from ..pairs import Pairs
+from ..extension import Pairs
 from ..registry import register_loss
 from ..validation import check_temperature
 

@@ -32,7 +32,7 @@ import torch
 
 from ..base import ContrastiveLoss
 from ..distributed import all_reduce_sum, is_distributed
-from ..pairs import Pairs, reweighted_nll, softplus
+from ..extension import Pairs, reweighted_nll, softplus
 from ..registry import register_loss
 from ..validation import check_range, check_temperature
 

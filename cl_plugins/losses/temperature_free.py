@@ -25,10 +25,8 @@ from typing import Any
 import torch
 
 from ..base import ContrastiveLoss
-from ..fused import LazyLogits
-from ..pairs import Pairs
+from ..extension import LazyLogits, LogitMap, Pairs
 from ..registry import register_loss
-from ..streaming import LogitMap
 
 
 def effective_inverse_tau(s: torch.Tensor) -> torch.Tensor:

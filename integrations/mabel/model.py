@@ -26,7 +26,6 @@ import torch.nn.functional as F
 from torch import nn
 
 import cl_plugins as clp
-from cl_plugins.layouts import at_least_float32
 from integrations.simcse.model import SimCSEModel
 
 
@@ -35,7 +34,8 @@ def alignment_loss(orig_z0: torch.Tensor, orig_z1: torch.Tensor, aug_z0: torch.T
     """MABEL's ``a1_loss``: mean over rows of ‖cos(o0, o1)/τ − cos(a0, a1)/τ‖² (Wang & Isola's align, α = 2)."""
 
     def sims(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:  # float32 at least, float64 stays float64
-        return F.normalize(at_least_float32(a), dim=-1) @ F.normalize(at_least_float32(b), dim=-1).T / temperature
+        a, b = (x.to(torch.promote_types(x.dtype, torch.float32)) for x in (a, b))
+        return F.normalize(a, dim=-1) @ F.normalize(b, dim=-1).T / temperature
 
     return (sims(orig_z0, orig_z1) - sims(aug_z0, aug_z1)).norm(p=2, dim=1).pow(2).mean()
 

@@ -30,7 +30,6 @@ from sentence_transformers.base.losses.gradcache import CachedLossMixin
 from torch import nn
 
 import cl_plugins as clp
-from cl_plugins.optim import no_weight_decay_names
 from integrations.frameworks.hf_trainer import StrategyTrainerCallback
 
 #: sentence-transformers' MNRL scale: τ = 1 / 20
@@ -122,5 +121,5 @@ class StrategyTrainer(SentenceTransformerTrainer):
 
     def get_decay_parameter_names(self, model: nn.Module) -> list[str]:
         names = super().get_decay_parameter_names(model)
-        skip = no_weight_decay_names(model)
+        skip = clp.no_weight_decay_names(model)
         return [n for n in names if n not in skip]

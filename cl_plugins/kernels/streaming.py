@@ -1,7 +1,7 @@
 """Streaming log-sum-exp over negatives: tiles of the [A, M] logit matrix, never the matrix itself.
 
 The loss of every non-AMCL strategy needs, per anchor a, ``LSE_{n in neg(a)} l_an`` (see
-:mod:`cl_plugins.pairs`), where ``l_an = phi(x_an)`` and ``x = anchors @ candidates.T``: ``phi`` is the identity
+:mod:`cl_plugins.extension`), where ``l_an = phi(x_an)`` and ``x = anchors @ candidates.T``: ``phi`` is the identity
 for scalar temperatures (the anchors come pre-scaled by 1/tau) and an elementwise logit map for per-pair
 strategies (DySTreSS's ``s / tau(s)``, temperature-free's ``2 atanh(s)``). The forward pass walks row blocks of
 the anchors and column tiles of the candidates, keeping a running max and sum of exponentials per row (the
@@ -16,10 +16,13 @@ the sum, min and max of a statistic over the negatives (DySTreSS's tau).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:  # the extension types import these kernels
+    from ..extension import LogitMap
 
 NEG_INF = float("-inf")
 #: elements of one tile (R x T, 4 MiB of float32) and columns per tile; rows per block follow. Measured on 2 CPU
@@ -29,40 +32,6 @@ TILE_COLUMNS = 1024
 
 
 Pair = tuple[torch.Tensor, torch.Tensor]
-
-
-@dataclass(frozen=True)
-class LogitMap:
-    """An elementwise logit ``phi(x)`` of the cosine ``x``, with its derivative.
-
-    ``with_derivative(x) -> (phi(x), phi'(x))``; without it the kernels differentiate ``value`` with autograd
-    inside each tile (exact, slower) and the one-buffer kernel of :mod:`cl_plugins.fused` does not apply.
-    ``with_stat(x) -> (phi(x), stat(x))`` (optional): a per-pair quantity whose sum, min and max over the
-    negatives are passed to ``on_stats(sum, min, max)`` after the forward pass. ``full(x) -> (phi(x), phi'(x),
-    stat(x))`` computes all three at once where they share work (default: ``with_derivative`` and ``with_stat``).
-    """
-
-    value: Callable[[torch.Tensor], torch.Tensor]
-    with_derivative: Callable[[torch.Tensor], Pair] | None = None
-    with_stat: Callable[[torch.Tensor], Pair] | None = None
-    on_stats: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], None] | None = None
-    full: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor, torch.Tensor]] | None = None
-
-    def evaluate(self, x: torch.Tensor, want: str | None) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """(phi(x), the ``want``-ed companion: ``"stat"``, ``"derivative"`` or None)."""
-        if want == "stat" and self.with_stat is not None:
-            return self.with_stat(x)
-        if want == "derivative" and self.with_derivative is not None:
-            return self.with_derivative(x)
-        return self.value(x), None
-
-    def evaluate_all(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        """(phi(x), phi'(x), stat(x) or None): what the one-buffer kernel needs (``with_derivative`` required)."""
-        if self.full is not None:
-            return self.full(x)
-        assert self.with_derivative is not None
-        value, derivative = self.with_derivative(x)
-        return value, derivative, None if self.with_stat is None else self.with_stat(x)[1]
 
 
 class NegativeStats:

@@ -20,7 +20,7 @@ import math
 import torch
 from torch import nn
 
-from ..layouts import unit_rows
+from ...layouts import unit_rows
 
 
 class AnchorTemperature(nn.Module):
@@ -54,7 +54,7 @@ class PairTemperatureMLP(nn.Module):
     """``tau(z_i, z_j) = eta + iota * sigmoid(w2 . relu(Wa z_i + Wb z_j + b1) + b2)`` on raw projections.
 
     The first layer is split (``W [z_i; z_j] = Wa z_i + Wb z_j``) so that all pairs cost two
-    matrix products and a broadcast add (see :mod:`cl_plugins.losses.amcl_kernel`).
+    matrix products and a broadcast add (see :mod:`cl_plugins.losses.amcl.kernel`).
     """
 
     def __init__(self, proj_dim: int, hidden: int, eta: float, iota: float) -> None:

@@ -48,14 +48,13 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from ..base import ContrastiveLoss
-from ..fused import LazyLogits
-from ..layouts import PairBlock
-from ..pairs import Pairs, softplus
-from ..registry import register_loss
-from ..validation import check_choice, check_feature_dim, check_pair, check_range, check_temperature
-from .amcl_kernel import amcl_negative_lse, rowwise_scores
-from .amcl_temperatures import AnchorTemperature, BilinearTemperature, PairTemperatureMLP
+from ...base import ContrastiveLoss
+from ...extension import LazyLogits, Pairs, softplus
+from ...layouts import PairBlock
+from ...registry import register_loss
+from ...validation import check_choice, check_feature_dim, check_pair, check_range, check_temperature
+from .kernel import amcl_negative_lse, rowwise_scores
+from .temperatures import AnchorTemperature, BilinearTemperature, PairTemperatureMLP
 
 _PAPER_BOX = dict(eta=1e-5, iota=2.0 - 1e-5)  # the paper's search range for the floor and span, tau in [1e-5, 2]
 # the 2024 snapshot's per-pair MLP, one per head, beta 0.1, negatives only in the denominator
@@ -240,7 +239,7 @@ class AMCLLoss(ContrastiveLoss):
     def _anchor_loss(self, net: AnchorTemperature, block: PairBlock, pairs: Pairs) -> torch.Tensor:
         lazy = block.lazy()
         tau = net(block.anchors).to(lazy.dtype)
-        if self.fused:  # s_ij / tau_i = (a_i / tau_i) . c_j: the scalar-temperature kernel with rescaled anchors
+        if self.kernel != "dense":  # s_ij / tau_i = (a_i / tau_i) . c_j: the scalar kernel with rescaled anchors
             logits: torch.Tensor | LazyLogits = LazyLogits(lazy.anchors / tau[:, None], lazy.candidates, lazy.positives)
         else:
             logits = block.cosine() / tau[:, None]

@@ -1,0 +1,249 @@
+"""The types a strategy author works with: :class:`Pairs`, :class:`LogitMap`, :class:`LazyLogits`.
+
+A strategy (:class:`cl_plugins.ContrastiveLoss` subclass) computes its loss from a block's logits and its
+:class:`Pairs`. The logits are either a dense [A, M] tensor or :class:`LazyLogits` (the cosines, computed only
+inside the kernels of :mod:`cl_plugins.kernels`); a per-pair strategy hands the kernels its logits as an
+elementwise :class:`LogitMap` of the cosine.
+
+Every strategy in cl-plugins reduces to one number per (anchor a, positive p)::
+
+    d_ap = LSE_{n in neg(a)} l_an  -  l_ap                                        (1)
+
+where ``l`` are the strategy's logits (``s / tau``, ``2 atanh(s)``, ...). From ``d`` alone:
+
+* InfoNCE (positive in the denominator):  -log P_ap = softplus(d_ap)
+* decoupled (DCL, GraphCL):               d_ap
+* P_ap = sigmoid(-d_ap) and the gradient-scaling factor W_ap = 1 - P_ap = sigmoid(d_ap).
+
+All three are evaluated without ever forming ``1 - P`` by subtraction, so they stay exact when
+P_ap rounds to 1 in floating point (the failure mode of ``1 / (1 - softmax)``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+import torch
+
+from .kernels.fused import NegativeLSE
+from .kernels.streaming import streaming_negative_lse
+
+if TYPE_CHECKING:  # the layouts build LazyLogits
+    from .layouts import PairBlock
+
+NEG_INF = float("-inf")
+Pair = tuple[torch.Tensor, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class LogitMap:
+    """An elementwise logit ``phi(x)`` of the cosine ``x``, with its derivative.
+
+    ``with_derivative(x) -> (phi(x), phi'(x))``; without it the kernels differentiate ``value`` with autograd
+    inside each tile (exact, slower) and the one-buffer kernel of :mod:`cl_plugins.kernels.fused` does not apply.
+    ``with_stat(x) -> (phi(x), stat(x))`` (optional): a per-pair quantity whose sum, min and max over the
+    negatives are passed to ``on_stats(sum, min, max)`` after the forward pass. ``full(x) -> (phi(x), phi'(x),
+    stat(x))`` computes all three at once where they share work (default: ``with_derivative`` and ``with_stat``).
+    """
+
+    value: Callable[[torch.Tensor], torch.Tensor]
+    with_derivative: Callable[[torch.Tensor], Pair] | None = None
+    with_stat: Callable[[torch.Tensor], Pair] | None = None
+    on_stats: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], None] | None = None
+    full: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor, torch.Tensor]] | None = None
+
+    def evaluate(self, x: torch.Tensor, want: str | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(phi(x), the ``want``-ed companion: ``"stat"``, ``"derivative"`` or None)."""
+        if want == "stat" and self.with_stat is not None:
+            return self.with_stat(x)
+        if want == "derivative" and self.with_derivative is not None:
+            return self.with_derivative(x)
+        return self.value(x), None
+
+    def evaluate_all(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """(phi(x), phi'(x), stat(x) or None): what the one-buffer kernel needs (``with_derivative`` required)."""
+        if self.full is not None:
+            return self.full(x)
+        assert self.with_derivative is not None
+        value, derivative = self.with_derivative(x)
+        return value, derivative, None if self.with_stat is None else self.with_stat(x)[1]
+
+
+@dataclass(frozen=True)
+class LazyLogits:
+    """``scale * (anchors @ candidates.T)`` (or ``logit_map`` of the cosines), plus a separate positive column
+    for queues, plus ``bias`` on one column per row; computed only inside the loss kernels.
+
+    ``stream=True`` uses :mod:`cl_plugins.kernels.streaming` (tiles, no [A, M] buffer); so does a logit map without an
+    explicit derivative, which the one-buffer kernel of this module cannot apply.
+
+    Shapes:
+        anchors: [A, D] and candidates: [M, D], both L2-normalised; positives: [A, D] or None;
+        bias_cols: [A] or None.
+    """
+
+    anchors: torch.Tensor
+    candidates: torch.Tensor
+    positives: torch.Tensor | None = None
+    scale: float | torch.Tensor = 1.0
+    stream: bool = False
+    logit_map: LogitMap | None = None
+    bias_cols: torch.Tensor | None = None
+    bias: float = 0.0
+    # cosines of the positive pairs, shared by every rescaled copy (computed once per block)
+    _positive_cache: dict[str, torch.Tensor] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.anchors.dtype
+
+    def __truediv__(self, tau: float | torch.Tensor) -> LazyLogits:
+        if self.logit_map is not None:
+            raise TypeError("mapped logits cannot be rescaled: put the temperature into the logit map")
+        return replace(self, scale=self.scale / tau)
+
+    def mapped(self, logit_map: LogitMap) -> LazyLogits:
+        """Logits ``logit_map.value(cosine)`` (per-pair strategies)."""
+        if not (isinstance(self.scale, float) and self.scale == 1.0):
+            raise TypeError("a logit map applies to the cosines themselves, not to rescaled logits")
+        return replace(self, logit_map=logit_map)
+
+    def with_bias(self, cols: torch.Tensor, value: float) -> LazyLogits:
+        """``value`` added to the logit at column ``cols[a]`` of every row a (a hard negative's bias)."""
+        return replace(self, bias_cols=cols, bias=float(value))
+
+    def scaled_anchors(self) -> torch.Tensor:
+        if isinstance(self.scale, float) and self.scale == 1.0:
+            return self.anchors
+        return self.anchors * self.scale
+
+    def positive(self, cols: torch.Tensor) -> torch.Tensor:
+        """Logits of the positive pairs [A]."""
+        cos = self._positive_cache.get("cos")
+        if cos is None:
+            p = self.positives if self.positives is not None else self.candidates.index_select(0, cols)
+            cos = (self.anchors * p).sum(dim=1)
+            if torch.is_grad_enabled():  # a no-grad result must not stand in for the graph later
+                self._positive_cache["cos"] = cos
+        if self.logit_map is not None:
+            return self.logit_map.value(cos)
+        if isinstance(self.scale, float) and self.scale == 1.0:
+            return cos
+        return cos * self.scale
+
+    def negative_lse(self, exclude_cols: torch.Tensor | None, ratios: tuple[float, ...] = ()) -> list[torch.Tensor]:
+        """LSE over negatives [A] at this scale, then (no grad) at ``scale * r`` for each r."""
+        # with separate positives (queue) every candidate is a negative
+        exclude = None if self.positives is not None else exclude_cols
+        fusable = self.logit_map is None or self.logit_map.with_derivative is not None
+        if self.stream or not fusable:
+            options = {"logit_map": self.logit_map, "bias_cols": self.bias_cols, "bias": self.bias}
+            anchors = self.scaled_anchors()
+            return streaming_negative_lse(anchors, self.candidates, exclude, ratios=tuple(ratios), **options)
+        return list(NegativeLSE.apply(self.scaled_anchors(), self.candidates, exclude, tuple(ratios),
+                                       self.logit_map, self.bias_cols, self.bias))  # fmt: skip
+
+
+@dataclass
+class Pairs:
+    """Which entries of an [A, M] matrix are positives and which are negatives.
+
+    Shapes:
+        rows, cols: [P] indices of the positive entries (``single``: rows = arange(A));
+        exclude_cols: [A, k] columns that are not negatives (layouts), or
+        neg_mask: [A, M] bool negatives (``from_similarity``); exactly one of the two is set.
+    """
+
+    rows: torch.Tensor
+    cols: torch.Tensor
+    n_rows: int
+    n_cols: int
+    single: bool
+    exclude_cols: torch.Tensor | None = None
+    neg_mask: torch.Tensor | None = None
+    hard_cols: torch.Tensor | None = None
+
+    @classmethod
+    def from_block(cls, block: PairBlock) -> Pairs:
+        n = block.anchors.shape[0]
+        m = block.candidates.shape[0] + (0 if block.positives is None else 1)
+        rows = torch.arange(n, device=block.anchors.device)
+        return cls(rows, block.pos_cols, n, m, True, exclude_cols=block.exclude_cols, hard_cols=block.hard_cols)
+
+    @classmethod
+    def from_masks(cls, pos_mask: torch.Tensor, neg_mask: torch.Tensor) -> Pairs:
+        rows, cols = pos_mask.nonzero(as_tuple=True)
+        n, m = pos_mask.shape
+        single = rows.numel() == n  # every row has >= 1 positive, so == n means exactly one each
+        return cls(rows, cols, n, m, single, neg_mask=neg_mask)
+
+    def negative_logits(self, logits: torch.Tensor) -> torch.Tensor:
+        """``logits`` with every non-negative entry set to -inf (applied after any scaling)."""
+        if self.neg_mask is not None:
+            return logits.masked_fill(~self.neg_mask, NEG_INF)
+        assert self.exclude_cols is not None
+        return logits.scatter(1, self.exclude_cols, NEG_INF)
+
+    def negative_count(self) -> int:
+        if self.neg_mask is not None:
+            return int(self.neg_mask.sum())
+        assert self.exclude_cols is not None
+        return self.n_rows * (self.n_cols - self.exclude_cols.shape[1])
+
+    def positive(self, x: torch.Tensor | LazyLogits) -> torch.Tensor:
+        """Entries of ``x`` [A, M] at the positive pairs, shape [P]."""
+        if isinstance(x, LazyLogits):
+            return x.positive(self.cols)
+        if self.single:
+            return x.gather(1, self.cols[:, None]).squeeze(1)
+        return x[self.rows, self.cols]
+
+    def lse_negatives(self, logits: torch.Tensor) -> torch.Tensor:
+        """Log-sum-exp over each anchor's negatives, shape [A]."""
+        return torch.logsumexp(self.negative_logits(logits), dim=1)
+
+    def d(self, logits: torch.Tensor | LazyLogits) -> torch.Tensor:
+        """Eq. (1) for every positive pair, shape [P]."""
+        return self.d_with(logits)[0]
+
+    def d_with(self, logits: torch.Tensor | LazyLogits, ratios: tuple[float, ...] = ()) -> list[torch.Tensor]:
+        """Eq. (1) at ``logits``, then (without gradient) at ``logits * r`` for each ratio r."""
+        if isinstance(logits, LazyLogits):
+            lses = logits.negative_lse(self.exclude_cols, ratios)
+            pos = logits.positive(self.cols)
+            return [lses[0] - pos] + [lse - pos.detach() * r for lse, r in zip(lses[1:], ratios)]
+        out = []
+        for r in (1.0, *ratios):
+            scaled = logits if r == 1.0 else logits.detach() * r
+            lse = self.lse_negatives(scaled)
+            if not self.single:
+                lse = lse[self.rows]
+            out.append(lse - self.positive(scaled))
+        return out
+
+    def per_anchor(self, pair_values: torch.Tensor) -> torch.Tensor:
+        """Average the values of each anchor's positives: [P] -> [A]."""
+        if self.single:
+            return pair_values
+        sums = pair_values.new_zeros(self.n_rows).index_add(0, self.rows, pair_values)
+        counts = torch.bincount(self.rows, minlength=self.n_rows).to(pair_values.dtype)
+        return sums / counts
+
+
+def softplus(d: torch.Tensor) -> torch.Tensor:
+    """``log(1 + e^d)``, exact for every d: ``F.softplus`` returns d itself above its threshold 20, which
+    drops ``log1p(e^-d)`` (2e-9 at d = 20, far above float64's resolution of a loss of 20)."""
+    return torch.logaddexp(d, d.new_zeros(()))
+
+
+def reweighted_nll(d: torch.Tensor) -> torch.Tensor:
+    """``softplus(d) / sigmoid(d)`` = ``-log P / (1 - P)``, finite for every d (no grad).
+
+    For d -> -inf (P -> 1) both numerator and denominator underflow while the ratio tends to
+    1 + e^d / 2; that branch is used below d = -20 where it is exact in float32.
+    """
+    with torch.no_grad():
+        direct = softplus(d) * (1 + torch.exp(-d))
+        return torch.where(d < -20, 1 + 0.5 * torch.exp(d), direct)
