@@ -18,27 +18,39 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from integrations.common.cli import new_parser, one_line_errors  # noqa: E402
+from dataclasses import asdict, dataclass, field  # noqa: E402
+
+from integrations.common.cli import one_line_errors, parse_config  # noqa: E402
+from integrations.common.run_guard import guarded  # noqa: E402
 
 
-def build_parser():  # type: ignore[no-untyped-def]
-    parser = new_parser(__doc__)
-    parser.add_argument("--strategy", default="infonce", help="a cl-plugins strategy (default: infonce = MNRL)")
-    parser.add_argument("--model", default="", help="SentenceTransformer folder (default: offline all-MiniLM-L6-v2)")
-    parser.add_argument("--sentences", type=int, default=10000, help="wiki sentences to train on")
-    parser.add_argument("--epochs", type=float, default=1.0, help="epochs (0: evaluate the model as it is)")
-    parser.add_argument("--batch_size", type=int, default=64, help="sentences per step")
-    parser.add_argument("--mini_batch", type=int, default=64, help="rows embedded at once (GradCache)")
-    parser.add_argument("--lr", type=float, default=3e-5, help="learning rate (SimCSE: 3e-5)")
-    parser.add_argument("--max_length", type=int, default=32, help="tokens per sentence (SimCSE: 32)")
-    parser.add_argument("--tasks", default="sts", help="SentEval tasks: sts, STSBenchmark, ... (comma-separated)")
-    parser.add_argument("--seed", type=int, default=42, help="seed")
-    parser.add_argument("--output_dir", default="outputs/st_simcse", help="model and results.json")
-    return parser
+@dataclass(kw_only=True)
+class STSimCSEConfig:
+    """The settings of a run; the run guard records them in ``--output_dir`` (no resume: a run is minutes)."""
+
+    strategy: str = field(default="infonce", metadata={"help": "a cl-plugins strategy (infonce = MNRL)"})
+    loss_args: dict[str, Any] = field(default_factory=dict, metadata={"help": "strategy parameters (--loss_arg)"})
+    model: str = field(default="", metadata={"help": "SentenceTransformer folder (default: offline all-MiniLM-L6-v2)"})
+    sentences: int = field(default=10000, metadata={"help": "wiki sentences to train on"})
+    epochs: float = field(default=1.0, metadata={"help": "epochs (0: evaluate the model as it is)"})
+    batch_size: int = field(default=64, metadata={"help": "sentences per step"})
+    mini_batch: int = field(default=64, metadata={"help": "rows embedded at once (GradCache)"})
+    lr: float = field(default=3e-5, metadata={"help": "learning rate (SimCSE: 3e-5)"})
+    max_length: int = field(default=32, metadata={"help": "tokens per sentence (SimCSE: 32)"})
+    tasks: str = field(default="sts", metadata={"help": "SentEval tasks: sts, STSBenchmark, ... (comma-separated)"})
+    seed: int = field(default=42, metadata={"help": "seed"})
+    output_dir: str = field(default="outputs/st_simcse", metadata={"help": "where the run writes (results.json)"})
+    overwrite: bool = field(default=False, metadata={"help": "replace what --output_dir holds (default: refuse)"})
 
 
 @one_line_errors
 def main(argv: list[str] | None = None) -> dict[str, Any]:
+    return run(parse_config(STSimCSEConfig, __doc__, argv))
+
+
+@guarded
+def run(args: STSimCSEConfig) -> dict[str, Any]:
+    """Train (unless ``--epochs 0``), evaluate, write ``results.json``; the folder is the run guard's."""
     import torch
     from datasets import Dataset
     from sentence_transformers import SentenceTransformer, SentenceTransformerTrainingArguments
@@ -49,17 +61,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from integrations.senteval import engine
     from integrations.simcse.model import offline_encoder_dir
 
-    args = build_parser().parse_args(argv)
     torch.manual_seed(args.seed)
     model = SentenceTransformer(args.model or str(offline_encoder_dir()), device="cpu")
     model.max_seq_length = args.max_length
     out = Path(args.output_dir)
-    summary: dict[str, Any] = {"settings": vars(args)}
+    summary: dict[str, Any] = {"settings": asdict(args)}
     if args.epochs > 0:
         lines = data_path("sentence/simcse/wiki1m_for_simcse.head.txt").read_text().splitlines()
         texts = [t for t in lines if t.strip()][: args.sentences]
         pairs = Dataset.from_dict({"anchor": texts, "positive": texts})
-        loss = CachedStrategyRankingLoss(model, args.strategy, mini_batch_size=args.mini_batch)
+        loss = CachedStrategyRankingLoss(model, args.strategy, mini_batch_size=args.mini_batch, **args.loss_args)
         train_args = SentenceTransformerTrainingArguments(
             output_dir=str(out / "trainer"), num_train_epochs=args.epochs, per_device_train_batch_size=args.batch_size,
             learning_rate=args.lr, seed=args.seed, report_to=[], save_strategy="no",

@@ -36,8 +36,8 @@ MANIFEST = "cl_plugins_run.json"
 LOCK = ".cl_plugins.lock"
 #: settings a resumed run may change (they extend or observe the run, or set the learning rate from the resume
 #: on); each is applied, and the change is recorded in the manifest's ``resumes``
-MAY_CHANGE = frozenset({"epochs", "max_steps", "stop_after_epochs", "eval_every", "eval_steps", "save_steps", "seeds",
-                        "lr", "learning_rate"})  # fmt: skip
+MAY_CHANGE = frozenset({"epochs", "max_steps", "stop_after_epochs", "eval_every", "eval_steps", "save_steps",
+                        "checkpoint_every", "seeds", "lr", "learning_rate"})  # fmt: skip
 #: settings that do not describe the run itself
 NOT_COMPARED = frozenset({"resume", "overwrite", "progress", "log_with", "output_dir", "keep_checkpoints"})
 #: where ``--overwrite`` keeps the previous run until the new one commits
@@ -83,8 +83,13 @@ def _lock(out: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _differences(stored: dict[str, Any], given: dict[str, Any]) -> list[str]:
-    keys = sorted((set(stored) | set(given)) - MAY_CHANGE - NOT_COMPARED)
+def may_change(config: Any) -> frozenset[str]:
+    """:data:`MAY_CHANGE` and what the trainer's config adds (``RESUME_MAY_CHANGE``: e.g. its own epoch count)."""
+    return MAY_CHANGE | frozenset(getattr(config, "RESUME_MAY_CHANGE", ()))
+
+
+def _differences(stored: dict[str, Any], given: dict[str, Any], allowed: frozenset[str] = MAY_CHANGE) -> list[str]:
+    keys = sorted((set(stored) | set(given)) - allowed - NOT_COMPARED)
     return [f"{k}: {stored.get(k)!r} -> {given.get(k)!r}" for k in keys if stored.get(k) != given.get(k)]
 
 
@@ -102,6 +107,7 @@ class Claim:
     manifest: dict[str, Any] | None  # the stored run a resume continues (None: a new run)
     before: frozenset[str]  # the folder's entries when the run started (a rollback removes the others)
     committed: bool = False
+    may_change: frozenset[str] = MAY_CHANGE  # the settings a resume may change (:func:`may_change`)
 
 
 _PENDING: list[Claim] = []
@@ -115,7 +121,7 @@ def _check(out: Path, config: Any) -> dict[str, Any] | None:
         raise RunConflict("--resume continues the run in --output_dir and --overwrite replaces it; pass one of them")
     if manifest.is_file() and resuming:
         stored = json.loads(manifest.read_text())
-        changed = _differences(stored["config"], _settings(config))
+        changed = _differences(stored["config"], _settings(config), may_change(config))
         if changed:
             raise RunConflict(f"--resume would continue run {stored['run_id']} in {out} with other settings ("
                               + "; ".join(changed) + "); resume with its settings, or start a new run with "
@@ -165,7 +171,7 @@ def commit() -> None:
             manifest = {"run_id": uuid.uuid4().hex[:12], "created": now, "config": claim.config}
         else:
             manifest, stored = claim.manifest, claim.manifest["config"]
-            extended = {k: [stored.get(k), claim.config[k]] for k in sorted(MAY_CHANGE & set(claim.config))
+            extended = {k: [stored.get(k), claim.config[k]] for k in sorted(claim.may_change & set(claim.config))
                         if stored.get(k) != claim.config[k]}  # fmt: skip
             if extended:
                 manifest.setdefault("resumes", []).append({"time": now, "changed": extended})
@@ -218,7 +224,8 @@ def guarded(run: F) -> F:
                 if (out / REPLACED).is_dir():  # a command killed before its commit: the previous run comes back
                     _roll_back(out)
                 atomic.recover_tree(out)
-                claim = Claim(out, _settings(config), _check(out, config), frozenset(p.name for p in out.iterdir()))
+                claim = Claim(out, _settings(config), _check(out, config), frozenset(p.name for p in out.iterdir()),
+                              may_change=may_change(config))  # fmt: skip
                 if claim.manifest is None and not claim.before <= OWN:
                     _set_aside(out)
                 atomic.fault_point("run:claimed")

@@ -83,7 +83,10 @@ class _BondGINConv(nn.Module):
         loop_attr = torch.zeros(n, 2, dtype=edge_attr.dtype, device=edge_attr.device)
         loop_attr[:, 0] = SELF_LOOP_BOND
         edge_attr = torch.cat([edge_attr, loop_attr], 0)
-        messages = x[edge_index[0]] + self.bond_type(edge_attr[:, 0]) + self.bond_direction(edge_attr[:, 1])
+        # index_select, not x[...]: the backward of advanced indexing accumulates in a thread-dependent order on the
+        # CPU (index_put_ with accumulate), so two runs of one seed would differ in the last bits and then drift
+        bonds = self.bond_type(edge_attr[:, 0]) + self.bond_direction(edge_attr[:, 1])
+        messages = x.index_select(0, edge_index[0]) + bonds
         aggregated = torch.zeros_like(x).index_add_(0, edge_index[1], messages)
         return self.mlp(aggregated)
 

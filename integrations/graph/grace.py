@@ -119,6 +119,7 @@ class GraceConfig(RunConfig):
     seeds: list[int] = field(default_factory=lambda: [0], metadata={"help": "training seeds"})
     eval_seeds: int = field(default=20, metadata={"help": "classifier splits / seeds per trained encoder"})
     split: str = field(default="both", metadata={"help": "evaluation split: random (10/10/80), public or both"})
+    checkpoint_every: int = field(default=50, metadata={"help": "checkpoint every N epochs (and at the end)"})
     output_dir: str = output_dir_field("outputs/grace", "a seed_<s>/ folder per seed, results.json")
     host_head: bool = host_head_field()
 
@@ -163,7 +164,7 @@ def run_seed(config: GraceConfig, seed: int, dataset: Any) -> dict[str, Any]:
     set_seed(seed)
     model = build_model(config, dataset.num_features)
     optimizer = torch.optim.Adam(model.parameters(), lr=s["lr"], weight_decay=s["weight_decay"])
-    plan = Plan(s["epochs"], save_every=50, keep=config.keep_checkpoints)
+    plan = Plan(s["epochs"], save_every=config.checkpoint_every, keep=config.keep_checkpoints)
     run = Run.of(config, out, f"GRACE {config.dataset} {config.loss} seed {seed}", "grace", **s)
     state = fit(accelerator, model, optimizer, DataLoader(dataset, batch_size=1), plan, run, graph_hooks(1))
     losses = state.records["epoch_loss"]

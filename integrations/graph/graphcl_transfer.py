@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -72,6 +72,8 @@ class TransferConfig(RunConfig):
     data_root: str = field(
         default="", metadata={"help": "folder holding dataset/ and zinc/ (default $CL_PLUGINS_DATA/molecules)"}
     )
+    #: a resume may extend pre-training (the loop's plan) like --epochs elsewhere
+    RESUME_MAY_CHANGE: ClassVar[frozenset[str]] = frozenset({"pretrain_epochs"})
     output_dir: str = output_dir_field("outputs/graphcl_transfer", "pretrain/, pretrained_gin/, results.json")
     host_head: bool = host_head_field()
 

@@ -57,3 +57,10 @@ def test_sentence_transformers_example_trains_and_reports_sts(data_root, tmp_pat
                     "--mini_batch", "4", "--tasks", "STSBenchmark", "--output_dir", str(out)])  # fmt: skip
     assert summary["strategy"]["strategy"] == "learnable" and summary["train_loss"] > 0
     assert json.loads((out / "results.json").read_text())["sts"]["STSBenchmark"] == summary["sts"]["STSBenchmark"]
+    before = (out / "results.json").read_bytes()
+    with pytest.raises(SystemExit) as exit_info:  # the run guard: a finished run is not written over
+        main(["--model", model, "--epochs", "0", "--tasks", "STSBenchmark", "--output_dir", str(out)])
+    assert exit_info.value.code == 2 and (out / "results.json").read_bytes() == before
+    again = main(["--model", model, "--epochs", "0", "--tasks", "STSBenchmark", "--output_dir", str(out),
+                  "--overwrite"])  # fmt: skip
+    assert "train_loss" not in again and (out / "cl_plugins_run.json").is_file()

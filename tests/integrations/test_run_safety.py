@@ -21,6 +21,14 @@ ROOT = Path(__file__).resolve().parents[2]
 KILLED = -9
 
 
+@pytest.fixture(scope="module", autouse=True)
+def own_cache(tmp_path_factory):
+    """This module's runs share a cache of their own, which its first run builds: nothing else writes it."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CL_PLUGINS_CACHE", str(tmp_path_factory.mktemp("cache")))
+        yield
+
+
 def _run(cmd: list[str], fault: str = "") -> subprocess.CompletedProcess:
     env = {**os.environ, "CL_PLUGINS_FAULT": fault}
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
