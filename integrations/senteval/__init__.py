@@ -6,7 +6,18 @@ SimCSE's evaluation conventions. If an importable ``senteval`` is installed it c
 an alternative backend (see :mod:`integrations.simcse.evaluate`).
 """
 
-from .engine import STS_TASKS, TRANSFER_TASKS, evaluate, format_table
-from .sts import spearman
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __all__ = ["STS_TASKS", "TRANSFER_TASKS", "evaluate", "format_table", "spearman"]
+_HOME = {"STS_TASKS": "engine", "TRANSFER_TASKS": "engine", "evaluate": "engine", "format_table": "engine",
+         "spearman": "sts"}  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    # imported on first use: the package's host.py is read by `cl-plugins --help`, which must not load torch
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{_HOME[name]}", __name__), name)

@@ -7,7 +7,9 @@ import importlib
 import pytest
 
 from integrations.common import accelerate_setup
-from integrations.console import COMMANDS, main
+from integrations.console import commands, main
+
+COMMANDS = commands()
 
 
 def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
@@ -21,8 +23,7 @@ def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_every_command_has_a_main_and_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
-    module, _ = COMMANDS[command]
-    assert callable(importlib.import_module(module).main)
+    assert callable(importlib.import_module(COMMANDS[command].module).main)
     with pytest.raises(SystemExit) as exit_:
         main([command, "--help"])
     assert exit_.value.code == 0 and "--debug" in capsys.readouterr().out

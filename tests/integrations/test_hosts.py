@@ -1,0 +1,41 @@
+"""The host registry: every host package declares itself, and what it declares is real."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from pathlib import Path
+
+from integrations.common import data_registry
+from integrations.common.hosts import commands, hosts
+from integrations.common.run_config import RunConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_every_host_package_declares_itself():
+    packages = {p.parent.name for p in (ROOT / "integrations").glob("*/host.py")}
+    assert set(hosts()) == packages >= {"simcse", "mabel", "graph", "msc", "vision", "dcrec"}
+    for host in hosts().values():
+        assert host.docs and (ROOT / "docs" / host.docs).is_file(), host.name
+
+
+def test_declared_commands_configs_and_datasets_are_real():
+    for command in commands().values():
+        assert callable(importlib.import_module(command.module).main), command.name
+    for host in hosts().values():
+        for config in host.run_configs():
+            assert issubclass(config, RunConfig) and dataclasses.is_dataclass(config), config
+    owners = {d.name: h.name for h in hosts().values() if h.datasets for d in h.datasets()}
+    assert set(owners) == set(data_registry.registry()) and len(owners) == 26
+    assert owners["senteval"] == "senteval" and owners["cifar10"] == "vision" and owners["tu-mutag"] == "graph"
+
+
+def test_host_declarations_import_nothing_heavy():
+    import subprocess
+    import sys
+
+    code = ("import sys; from integrations.common.hosts import hosts; hosts(); "
+            "print(sorted(m for m in ('torch', 'transformers', 'torch_geometric') if m in sys.modules))")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "[]"
