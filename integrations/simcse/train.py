@@ -36,7 +36,7 @@ from integrations.common.run_config import RunConfig, output_dir_field
 from integrations.common.run_guard import guarded
 from integrations.common.training import Hooks, Plan, Run, RunState, fit
 
-from .data import Collator, EpochSampler, TextDataset, read_sentences, read_triples
+from .data import Collator, EpochSampler, TokenizedDataset, load_rows, rows_of, tokenize_rows
 from .export import write_modules
 from .model import HEAD_WEIGHTS, POOLERS, SimCSEModel, check_model_path
 
@@ -140,15 +140,19 @@ def build_model(config: TrainConfig) -> SimCSEModel:
 
 
 def training_data(config: TrainConfig, tokenizer: Any, items: list | None) -> tuple[DataLoader, Any, Any]:
-    """(loader, its sampler, its collator): ``items`` (default: read from ``--train_file``), each epoch's order a
-    function of the epoch, so a checkpoint in the middle of an epoch resumes at its batch."""
+    """(loader, its sampler, its collator): ``items`` (default: ``--train_file`` through ``datasets``), tokenised
+    once; each epoch's order a function of the epoch, so a checkpoint in the middle of an epoch resumes at its
+    batch."""
     limit = None if config.max_train_samples < 0 else config.max_train_samples
+    if not config.progress:
+        from datasets.utils.logging import disable_progress_bar
+
+        disable_progress_bar()
     if items is None:
-        supervised = config.train_file.endswith(".csv")
-        items = read_triples(config.train_file, limit) if supervised else read_sentences(config.train_file, limit)
-    elif limit is not None:
-        items = items[:limit]
-    dataset = TextDataset(items)
+        rows = load_rows(config.train_file, limit)
+    else:
+        rows = rows_of(items if limit is None else items[:limit])
+    dataset = TokenizedDataset(tokenize_rows(rows, tokenizer, config.max_seq_length))
     sampler = EpochSampler(len(dataset), config.seed)
     collate = Collator(tokenizer, config.max_seq_length, do_mlm=config.do_mlm, seed=config.seed)
     # its own generator: creating an iterator draws a seed, which must not move the global (dropout) RNG,

@@ -14,7 +14,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from integrations.common.accelerate_setup import make_accelerator  # noqa: E402
-from integrations.simcse.data import Collator, EpochSampler, TextDataset  # noqa: E402
+from integrations.simcse.data import Collator, EpochSampler, TokenizedDataset, rows_of, tokenize_rows  # noqa: E402
 from integrations.simcse.model import SimCSEModel  # noqa: E402
 from integrations.simcse.train import TrainConfig, build_strategy  # noqa: E402
 from tests.integrations.test_simcse_train import SENTENCES  # noqa: E402
@@ -32,7 +32,7 @@ def main(model_dir: str, out: str, loss: str) -> None:
     )  # fmt: skip
     set_seed(0)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    dataset = TextDataset(SENTENCES)
+    dataset = TokenizedDataset(tokenize_rows(rows_of(SENTENCES), tokenizer, 16))
     loader = torch.utils.data.DataLoader(
         dataset,
         batch_size=4 // accelerator.num_processes,

@@ -125,7 +125,7 @@ def test_cli_refusals_are_one_line(data_root, tmp_path):
 
 def test_unreadable_inputs_give_one_line_errors(tmp_path):
     from integrations.common import atomic
-    from integrations.simcse.data import read_sentences
+    from integrations.simcse.data import load_rows
     from integrations.simcse.model import check_model_path
 
     truncated = tmp_path / "model.pt"
@@ -145,7 +145,7 @@ def test_unreadable_inputs_give_one_line_errors(tmp_path):
     binary = tmp_path / "train.txt"
     binary.write_bytes(b"a sentence\n\xff\xfe\x00 binary")
     with pytest.raises(ValueError, match=r"--train_file .*train.txt is not UTF-8 text \(byte 11"):
-        read_sentences(binary)
+        load_rows(binary)
     with pytest.raises(FileNotFoundError, match="--model ./no/such/model: no such folder"):
         check_model_path("./no/such/model")
     check_model_path("bert-base-uncased")  # a hub name: left to the hub

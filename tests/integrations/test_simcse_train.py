@@ -192,3 +192,29 @@ def test_two_processes_give_the_global_batch_gradient(tmp_path, loss):
     assert g1.keys() == g2.keys() and len(g1) > 10
     for k in g1:
         torch.testing.assert_close(g2[k], g1[k], rtol=1e-7, atol=1e-10, msg=lambda m, k=k: f"{k}: {m}")
+
+
+def test_training_files_read_through_datasets_hold_what_python_reads(tmp_path):
+    """``load_rows`` against Python's own readers: stripped non-empty lines; CSV cells as text (empty, numbers)."""
+    import csv
+
+    from integrations.simcse.data import load_rows
+
+    text = tmp_path / "train.txt"
+    text.write_text("  first sentence \n\n\tsecond\r\nthird\rfourth\n   \nlast", encoding="utf-8")
+    with open(text, encoding="utf-8") as f:
+        expected = [line.strip() for line in f if line.strip()]
+    assert [r[0] for r in load_rows(text)["texts"]] == expected == ["first sentence", "second", "third", "fourth",
+                                                                     "last"]  # fmt: skip
+    assert [r[0] for r in load_rows(text, 2)["texts"]] == expected[:2]
+    table = tmp_path / "nli.csv"
+    table.write_text('sent0,extra,sent1,hard_neg\n"a, b",x,007,NA\n,y,"two\nlines",\n', encoding="utf-8")
+    with open(table, encoding="utf-8", newline="") as f:
+        reference = [[row[c] for c in ("sent0", "sent1", "hard_neg")] for row in csv.DictReader(f)]
+    assert load_rows(table)["texts"] == reference == [["a, b", "007", "NA"], ["", "two\nlines", ""]]
+    (tmp_path / "bad.csv").write_text("premise,hypothesis\na,b\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="must have columns sent0, sent1"):
+        load_rows(tmp_path / "bad.csv")
+    (tmp_path / "empty.txt").write_text("\n \n", encoding="utf-8")
+    with pytest.raises(ValueError, match="holds no sentences"):
+        load_rows(tmp_path / "empty.txt")
