@@ -298,6 +298,13 @@ class ContrastiveLoss(nn.Module):
                 value = value.detach()
             self._stats.setdefault(key, []).append(value)
 
+    def __getstate__(self) -> dict[str, Any]:
+        # the lazy diagnostics are closures (not picklable): pickling evaluates them, so a model can be saved or
+        # sent to another process at any point of training and keeps its last statistics
+        state = self.__dict__.copy()
+        state["_stats"] = {k: [float(v() if callable(v) else v) for v in vs] for k, vs in self._stats.items()}
+        return state
+
     def record_d(self, d: torch.Tensor) -> None:
         d = d.detach()
         self.record(w_mean=lambda: torch.sigmoid(d).mean(), p_pos_mean=lambda: 1 - torch.sigmoid(d).mean())
