@@ -119,7 +119,9 @@ def unit_rows(x: torch.Tensor, name: str | None = None, allow_zero_rows: bool = 
         peak = x.detach().abs().amax(dim=1, keepdim=True)
         if name is not None:
             check_rows(x, peak, name, allow_zero_rows)
-        peak.clamp_min_(torch.finfo(x.dtype).tiny)
+        # an all-zero row divides by 1; a row of subnormal entries by its own peak (a clamp to the smallest normal
+        # number would leave it short of unit norm), which the check refuses when the row is named
+        peak = torch.where(peak > 0, peak, torch.ones_like(peak))
     return _UnitRows.apply(x, peak)
 
 

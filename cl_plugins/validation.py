@@ -82,20 +82,33 @@ def check_embeddings(z: torch.Tensor, name: str, allow_zero_rows: bool = False, 
 
 def check_rows(z: torch.Tensor, peak: torch.Tensor, name: str, allow_zero_rows: bool = False) -> None:
     """Finite, non-zero rows, from each row's largest |entry| ``peak`` (one pass: NaN/inf for a non-finite row,
-    0 for an all-zero row; any other scale is fine, normalisation is scale-invariant)."""
+    0 for an all-zero row; ``allow_zero_rows`` lets zero and subnormal rows through). Any scale down to the
+    dtype's smallest normal number is fine (normalisation is scale-invariant); below it a row's direction keeps
+    only a few bits and its gradient, 1 / |row|, overflows."""
+    tiny = torch.finfo(peak.dtype).tiny
     bad = ~torch.isfinite(peak)
-    if not allow_zero_rows:
-        bad |= peak == 0
-    if bool(bad.any()):
-        if not bool(torch.isfinite(z).all()):
-            raise ValueError(
-                f"{name} contains NaN or inf; check the encoder (learning rate, fp16 overflow) before the loss"
-            )
-        zero = (peak.flatten() == 0).nonzero().flatten()[:5].tolist()
+    if not allow_zero_rows:  # rows a caller projects before normalising (AMCL's heads) may be zero or tiny
+        bad |= peak < tiny
+    if not bool(bad.any()):
+        return
+    if not bool(torch.isfinite(z).all()):
         raise ValueError(
-            f"{name} has all-zero rows {zero}; a zero vector has no direction, so its cosine "
-            "similarity is undefined. Remove those rows or fix the encoder output."
+            f"{name} contains NaN or inf; check the encoder (learning rate, fp16 overflow) before the loss"
         )
+    flat = peak.flatten()
+    subnormal = ((flat > 0) & (flat < tiny)).nonzero().flatten()[:5].tolist()
+    if subnormal:
+        raise ValueError(
+            f"{name} has rows {subnormal} whose largest |entry| is below {str(peak.dtype).removeprefix('torch.')}'s "
+            "smallest normal number "
+            f"({tiny:.3g}): their direction has lost precision and their gradient overflows; scale the embeddings "
+            "up (the loss is scale-invariant) or compute them in float64"
+        )
+    zero = (flat == 0).nonzero().flatten()[:5].tolist()
+    raise ValueError(
+        f"{name} has all-zero rows {zero}; a zero vector has no direction, so its cosine "
+        "similarity is undefined. Remove those rows or fix the encoder output."
+    )
 
 
 def check_pair(

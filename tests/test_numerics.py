@@ -127,3 +127,20 @@ def test_normalisation_has_the_exact_second_derivative():
     ref = penalty(lambda t: torch.nn.functional.normalize(t, dim=1))
     torch.testing.assert_close(penalty(unit_rows), ref, rtol=1e-10, atol=1e-12)
     assert torch.autograd.gradcheck(unit_rows, (x,)) and torch.autograd.gradgradcheck(unit_rows, (x,))
+
+
+@pytest.mark.parametrize("name", clp.available_losses())
+def test_rows_below_the_smallest_normal_number_are_refused_in_one_line(name):
+    """float32 rows of subnormal entries: a direction of a few bits and a gradient of 1 / |row| that overflows."""
+    from cl_plugins.layouts import unit_rows
+
+    z1, z2 = torch.randn(6, 8), torch.randn(6, 8)
+    z1[3] *= 1e-39
+    loss_fn = clp.build_host_loss(name, host_tau=0.2, feature_dim=8)
+    if name == "amcl":  # its heads project the backbone rows first (biases map a tiny row somewhere)
+        assert torch.isfinite(loss_fn(z1, z2))
+        return
+    with pytest.raises(ValueError, match=r"rows \[3\] whose largest \|entry\| is below float32's smallest normal"):
+        loss_fn(z1, z2)
+    torch.testing.assert_close(unit_rows(z1).norm(dim=1), torch.ones(6))  # unchecked rows still get unit norm
+    assert torch.isfinite(loss_fn(z1.double(), z2.double()))  # float64 holds them as normal numbers
