@@ -135,6 +135,15 @@ class _AddFeatures:
         return data
 
 
+def pyg_data_classes() -> tuple[type, ...]:
+    """The classes a pickled list of PyG ``Data`` is made of (allowed when a cache is read)."""
+    from torch_geometric.data import Data
+    from torch_geometric.data.data import DataEdgeAttr, DataTensorAttr
+    from torch_geometric.data.storage import GlobalStorage
+
+    return Data, DataEdgeAttr, DataTensorAttr, GlobalStorage
+
+
 def load_tu(name: str, *, root: str | Path | None = None, features: str = "auto", max_degree: int = 64) -> Any:
     """A torch-geometric ``TUDataset`` ready for GIN.
 
@@ -152,7 +161,8 @@ def load_tu(name: str, *, root: str | Path | None = None, features: str = "auto"
         raise ValueError(f"features must be one of {FEATURES}, got {features!r}")
     cache = _stage_raw("tu", TU_SUBDIR, name, root)
     try:
-        dataset = TUDataset(str(cache), name)
+        with torch.serialization.safe_globals(list(pyg_data_classes())):  # PyG's processed file, without pickle
+            dataset = TUDataset(str(cache), name)
     except Exception as err:  # noqa: BLE001 - a failed download surfaces as many error types
         if (cache / name / "raw" / f"{name}_A.txt").exists():
             raise
@@ -177,7 +187,8 @@ def load_planetoid(name: str, *, root: str | Path | None = None, normalize_featu
 
     cache = _stage_raw("planetoid", PLANETOID_SUBDIR, name, root)
     try:
-        return Planetoid(str(cache), name, transform=T.NormalizeFeatures() if normalize_features else None)
+        with torch.serialization.safe_globals(list(pyg_data_classes())):  # PyG's processed file, without pickle
+            return Planetoid(str(cache), name, transform=T.NormalizeFeatures() if normalize_features else None)
     except Exception as err:  # noqa: BLE001
         if (cache / name / "raw").is_dir() and any((cache / name / "raw").iterdir()):
             raise

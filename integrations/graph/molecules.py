@@ -25,6 +25,7 @@ import torch
 
 from integrations.common import atomic
 from integrations.common.paths import cache_dir, data_path, data_root
+from integrations.graph.datasets import pyg_data_classes
 
 CHIRALITY = ("CHI_UNSPECIFIED", "CHI_TETRAHEDRAL_CW", "CHI_TETRAHEDRAL_CCW", "CHI_OTHER")
 BOND_TYPES = ("SINGLE", "DOUBLE", "TRIPLE", "AROMATIC")
@@ -99,15 +100,6 @@ def _find_csv(folder: Path) -> Path:
     if not files:
         raise FileNotFoundError(f"no .csv or .csv.gz file in {folder}")
     return files[0]
-
-
-def pyg_data_classes() -> tuple[type, ...]:
-    """The classes a pickled list of PyG ``Data`` is made of (allowed when a cache is read)."""
-    from torch_geometric.data import Data
-    from torch_geometric.data.data import DataEdgeAttr, DataTensorAttr
-    from torch_geometric.data.storage import GlobalStorage
-
-    return Data, DataEdgeAttr, DataTensorAttr, GlobalStorage
 
 
 def _cached_graphs(key: str, smiles: list[str]) -> list[Any | None]:

@@ -193,3 +193,14 @@ def test_graphcl_tu_under_two_processes(data_root, tmp_path):
     assert out.returncode == 0, failure_report(out)
     saved = json.loads((tmp_path / "results.json").read_text())
     assert 50 < saved["accuracy_mean"] <= 100
+
+
+def test_processed_graph_datasets_load_without_pickle(data_root):
+    """PyG's processed files are read with weights_only=True (our data classes allowed), never its pickle fallback."""
+    import warnings
+
+    load_tu("MUTAG")  # processed (or already cached)
+    load_planetoid("Cora")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="Weights only load failed")
+        assert len(load_tu("MUTAG")) == 188 and load_planetoid("Cora")[0].num_nodes == 2708
