@@ -97,3 +97,16 @@ def test_two_processes_match_clip_loss(local_loss, gather_with_grad):
         torch.testing.assert_close(ours[0], theirs[0], rtol=1e-12, atol=1e-12)
         for a, b in zip(ours[1], theirs[1]):
             torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize(("scale", "named"), [(-10.0, "finite positive"), (0.0, "finite positive"),
+                                              (float("nan"), "finite positive"), (float("inf"), "finite positive"),
+                                              (1e9, r"tau \(1 / logit_scale\) must be a temperature"),
+                                              (torch.ones(2), "must be a scalar")])  # fmt: skip
+def test_a_per_call_logit_scale_outside_the_temperature_range_is_refused(scale, named):
+    """open_clip hands the temperature to every call: it is checked every call, as a built loss's τ is once."""
+    img, txt = (F.normalize(torch.randn(4, 8), dim=1) for _ in range(2))
+    with pytest.raises(ValueError, match=named) as info:
+        StrategyClipLoss("infonce")(img, txt, torch.as_tensor(scale))
+    assert "\n" not in str(info.value)
+    assert torch.isfinite(StrategyClipLoss("infonce")(img, txt, torch.tensor(100.0)))

@@ -30,6 +30,7 @@ Example::
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -40,6 +41,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import cl_plugins as clp
+from cl_plugins.validation import check_temperature
 
 #: open_clip's initial temperature: ``logit_scale`` starts at log(1 / 0.07)
 OPEN_CLIP_TAU = 0.07
@@ -61,6 +63,20 @@ def gather_features(x: torch.Tensor, *, with_grad: bool, keep_local: bool, rank:
     if keep_local:
         parts[rank] = x
     return torch.cat(parts)
+
+
+def check_logit_scale(logit_scale: torch.Tensor | float) -> None:
+    """The per-call temperature ``1 / logit_scale``, checked each call as a built loss's τ is once: a finite
+    positive scale whose τ lies in the strategies' range. One scalar read per step (a host sync on a GPU; on
+    the CPU ~1 µs, docs/frameworks.md)."""
+    if isinstance(logit_scale, torch.Tensor) and logit_scale.numel() != 1:
+        raise ValueError(f"logit_scale must be a scalar (open_clip's logit_scale.exp()), got shape "
+                         f"{tuple(logit_scale.shape)}")  # fmt: skip
+    value = float(logit_scale)
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"logit_scale must be a finite positive number (open_clip passes logit_scale.exp(), 1/τ), "
+                         f"got {value:g}")  # fmt: skip
+    check_temperature("tau (1 / logit_scale)", 1.0 / value)
 
 
 class StrategyClipLoss(nn.Module):
@@ -111,6 +127,7 @@ class StrategyClipLoss(nn.Module):
         if self.owner != "model":
             yield
             return
+        check_logit_scale(logit_scale)
         fixed = self.loss_fn.tau
         self.loss_fn.tau = 1.0 / logit_scale  # a tensor: the logits carry logit_scale's gradient
         try:
