@@ -21,7 +21,7 @@ from torch import nn
 
 from .distributed import gather_no_grad
 from .layouts import unit_rows
-from .validation import check_embeddings
+from .validation import check_count, check_embeddings
 
 
 class FeatureQueue(nn.Module):
@@ -36,10 +36,7 @@ class FeatureQueue(nn.Module):
 
     def __init__(self, size: int, dim: int, gather_distributed: bool = True) -> None:
         super().__init__()
-        if not isinstance(size, int) or size < 1:
-            raise ValueError(f"size must be an integer >= 1, got {size!r}")
-        if not isinstance(dim, int) or dim < 1:
-            raise ValueError(f"dim must be an integer >= 1, got {dim!r}")
+        size, dim = check_count("size", size), check_count("dim", dim)
         # MoCo initialises with random unit vectors; they are replaced within size / batch steps
         self.register_buffer("queue", F.normalize(torch.randn(size, dim), dim=1))
         self.register_buffer("ptr", torch.zeros((), dtype=torch.long))

@@ -43,6 +43,15 @@ def check_temperature(name: str, value: float) -> float:
     return value
 
 
+def check_count(name: str, value: int, low: int = 1) -> int:
+    """An integer >= ``low`` (a bool is not a count)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ArgumentTypeError(f"{name} must be an integer >= {low}, got {value!r}")
+    if value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    return value
+
+
 def check_range(name: str, value: float, low: float, high: float) -> float:
     """A finite number in [low, high] (NaN and infinities are refused, also when ``high`` is inf)."""
     if not isinstance(value, (int, float)) or isinstance(value, bool):
@@ -147,6 +156,9 @@ def check_similarity(sim: torch.Tensor, pos_mask: torch.Tensor, neg_mask: torch.
         raise ValueError(f"sim must have shape [A, M] (anchors x candidates), got {tuple(sim.shape)}")
     if not sim.is_floating_point():
         raise TypeError(f"sim must be a floating tensor of cosine similarities, got {sim.dtype}")
+    if pos_mask is None:
+        raise TypeError("pos_mask is required: a bool tensor [A, M] marking each row's positives (e.g. "
+                        "torch.eye(A, M, dtype=torch.bool) when row i's positive is column i)")  # fmt: skip
     for name, mask in (("pos_mask", pos_mask), ("neg_mask", neg_mask)):
         if mask is None:
             continue

@@ -164,3 +164,31 @@ def test_queue_module():
     torch.testing.assert_close(fresh.get(), q.get())
     with pytest.raises(ValueError, match="keys must have shape"):
         q.enqueue(torch.randn(2, 4))
+
+
+@pytest.mark.parametrize(
+    ("call", "named"),
+    [
+        (lambda: clp.build_loss("infonce").from_similarity(torch.rand(4, 6), None), "pos_mask is required"),
+        (lambda: clp.FeatureQueue(size=True, dim=8), "size must be an integer >= 1, got True"),
+        (lambda: clp.FeatureQueue(size=4, dim=True), "dim must be an integer >= 1, got True"),
+        (lambda: clp.FeatureQueue(size=4.0, dim=8), "size must be an integer"),
+        (lambda: clp.build_loss("cosine_schedule").step(2.5), "n must be an integer >= 0, got 2.5"),
+        (lambda: clp.build_loss("cosine_schedule").step(float("nan")), "n must be an integer >= 0"),
+        (lambda: clp.build_loss("cosine_schedule").step(-1), "n must be an integer >= 0, got -1"),
+    ],
+)  # fmt: skip
+def test_edge_arguments_get_one_line_errors(call, named):
+    """Cases that used to end in a traceback from inside torch (issue 49)."""
+    with pytest.raises((ValueError, TypeError), match=named) as info:
+        call()
+    assert "\n" not in str(info.value)
+
+
+def test_sentence_transformers_scale_must_be_a_positive_number():
+    pytest.importorskip("sentence_transformers")
+    from integrations.frameworks.sentence_transformers import StrategyRankingLoss
+
+    for scale in (0, -20.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="scale must be a finite number > 0"):
+            StrategyRankingLoss(torch.nn.Linear(2, 2), "infonce", scale=scale)

@@ -37,7 +37,7 @@ import torch
 from ..base import ContrastiveLoss
 from ..extension import Pairs
 from ..registry import register_loss
-from ..validation import check_choice, check_positive, check_temperature
+from ..validation import check_choice, check_count, check_positive, check_temperature
 
 PERIOD_UNITS = ("step", "epoch")
 
@@ -112,7 +112,7 @@ class CosineScheduleLoss(ContrastiveLoss):
 
     def step(self, n: int = 1) -> None:
         """Advance the schedule by ``n`` steps."""
-        self.step_count += n
+        self.step_count += check_count("n", n, low=0)
 
     def after_optimizer_step(self) -> None:
         self.step()

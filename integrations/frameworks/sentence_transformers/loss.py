@@ -30,6 +30,7 @@ from sentence_transformers.base.losses.gradcache import CachedLossMixin
 from torch import nn
 
 import cl_plugins as clp
+from cl_plugins.validation import check_positive
 from integrations.frameworks.hf_trainer import StrategyTrainerCallback
 
 #: sentence-transformers' MNRL scale: τ = 1 / 20
@@ -56,7 +57,8 @@ class StrategyRankingLoss(nn.Module):
         name = loss if isinstance(loss, str) else loss.name
         if clp.owns_projection_head(name):
             raise ValueError(f"{name} builds heads on the embeddings; this seam hands it similarities")
-        self.model, self.scale, self.gather_across_devices = model, float(scale), bool(gather_across_devices)
+        self.scale = check_positive("scale", scale)  # MNRL's 1/τ: 0 or a negative scale has no temperature
+        self.model, self.gather_across_devices = model, bool(gather_across_devices)
         # the strategy sees one process's anchors against the candidates this loss gathers itself
         self.loss_fn = loss if isinstance(loss, nn.Module) else clp.build_host_loss(
             loss, host_tau=1.0 / self.scale, layout="cross_view", gather_distributed=False, **loss_args)  # fmt: skip
