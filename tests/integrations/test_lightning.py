@@ -78,3 +78,40 @@ def test_two_processes_train_like_one_on_the_global_batch(tmp_path):
             where = f"{loss} {key}"
             torch.testing.assert_close(two[loss][key], one[loss][key], rtol=1e-9, atol=1e-12,
                                        msg=lambda m, where=where: f"{where}: {m}")  # fmt: skip
+
+
+def _trainer(epochs: int, callback, **kwargs):  # noqa: ANN001, ANN202
+    from lightning.pytorch import Trainer
+
+    return Trainer(max_epochs=epochs, accelerator="cpu", devices=1, accumulate_grad_batches=2, logger=False,
+                   callbacks=[callback], enable_progress_bar=False, enable_model_summary=False, **kwargs)  # fmt: skip
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_the_hook_counts_from_where_a_fit_starts(tmp_path):
+    """A fit resumed from a checkpoint, and a second fit with the same callback, count every optimizer step once."""
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from integrations.frameworks.lightning import ContrastiveModule, StrategyLightningCallback
+
+    torch.manual_seed(0)
+    x = torch.randn(48, 6)
+    loader = DataLoader(TensorDataset(x, x + 0.3 * torch.randn_like(x)), batch_size=8)  # 6 batches: 3 steps/epoch
+
+    def module() -> ContrastiveModule:
+        torch.manual_seed(1)
+        return ContrastiveModule(torch.nn.Linear(6, 4), clp.build_loss("cosine_schedule"), lr=1e-2)
+
+    straight = module()
+    _trainer(2, StrategyLightningCallback(), enable_checkpointing=False).fit(straight, loader)
+    assert int(straight.loss_fn.step_count) == 6
+    first = module()
+    _trainer(1, StrategyLightningCallback(), default_root_dir=tmp_path).fit(first, loader)
+    checkpoint = next(tmp_path.rglob("*.ckpt"))
+    resumed = module()
+    _trainer(2, StrategyLightningCallback(), enable_checkpointing=False).fit(resumed, loader, ckpt_path=checkpoint)
+    assert int(resumed.loss_fn.step_count) == 6
+    shared, twice = StrategyLightningCallback(), module()
+    for _ in range(2):
+        _trainer(1, shared, enable_checkpointing=False).fit(twice, loader)
+    assert int(twice.loss_fn.step_count) == 6
