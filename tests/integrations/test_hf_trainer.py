@@ -105,4 +105,11 @@ def test_views_are_checked(bert_dir):
         ViewCollator(tokenizer)([{"text": "a"}])
     with pytest.raises(ValueError, match="ViewCollator"):
         StrategyLossFunc()(None, None)
+    mixed = [{"anchor": "a", "positive": "b"}, {"anchor": "c", "positive": "d", "negative": "e"}]
+    for rows in (mixed, mixed[::-1]):  # a hard negative is never dropped, nor a row left without one
+        with pytest.raises(ValueError, match=r"rows \[1\] of the batch do not have the views of row 0"):
+            ViewCollator(tokenizer)(rows)
+    for bad in ([], [{"anchor": "a", "positive": None}]):
+        with pytest.raises(ValueError, match="non-empty list of rows|must be a text"):
+            ViewCollator(tokenizer)(bad)
     assert clp.get_loss_class("learnable")  # the strategies above exist in the registry

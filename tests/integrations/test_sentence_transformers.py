@@ -116,6 +116,15 @@ def test_the_per_step_hook_runs(model_dir, tmp_path):
     assert loss_fn.steps_per_epoch == 3  # 12 rows in batches of 4: told when training begins, for epoch schedules
 
 
+def test_columns_of_unequal_length_are_refused(model_dir):
+    """Row i of every column belongs to anchor i: a shorter column would pair an anchor with another row's text."""
+    from integrations.frameworks.sentence_transformers import StrategyRankingLoss
+
+    loss = StrategyRankingLoss(_model(model_dir), "infonce")
+    with pytest.raises(ValueError, match=r"different numbers of rows \[4, 3\]"):
+        loss.loss_from_embeddings([torch.randn(4, 8), torch.randn(3, 8)])
+
+
 def test_strategies_that_need_features_are_refused(model_dir):
     from integrations.frameworks.sentence_transformers import StrategyRankingLoss
 

@@ -72,6 +72,10 @@ class StrategyRankingLoss(nn.Module):
         ``embeddings[1]`` (of this process's slice under ``gather_across_devices``)."""
         if len(embeddings) < 2:
             raise ValueError(f"expected an anchor and a positive column at least, got {len(embeddings)} column(s)")
+        sizes = [e.shape[0] for e in embeddings]
+        if len(set(sizes)) != 1:  # row i of every column belongs to row i of the anchors
+            raise ValueError(f"the columns hold different numbers of rows {sizes} (anchor, positive, negatives...): "
+                             "each row of the dataset needs a text in every column")  # fmt: skip
         anchors, candidates, offset = embeddings[0], embeddings[1:], 0
         if self.gather_across_devices and clp.is_distributed():
             offset = clp.gather_with_grad(anchors)[1]
