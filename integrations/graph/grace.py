@@ -131,8 +131,11 @@ def settings(config: GraceConfig) -> dict[str, Any]:
         raise ValueError(f"no GRACE preset for {config.dataset!r}; choose from {sorted(PRESETS)}")
     out = dict(PRESETS[config.dataset] if config.recipe == "grace" else PYGCL)
     for key in ("tau", "epochs", "lr"):
-        if getattr(config, key) > 0:
-            out[key] = getattr(config, key)
+        value = getattr(config, key)
+        if value != -1 and not value > 0:  # 0 is not "the preset": a run of 0 epochs would report the preset's
+            raise ValueError(f"--{key} must be > 0 (or -1: the dataset's preset), got {value}")
+        if value > 0:
+            out[key] = value
     return out
 
 
@@ -205,9 +208,10 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 @guarded
 def run(config: GraceConfig) -> dict[str, Any]:
+    preset = settings(config)  # the arguments before the data
     dataset = load_planetoid(config.dataset, root=config.data_root or None)
     runs = [run_seed(config, seed, dataset) for seed in config.seeds]
-    summary = {"config": asdict(config), "settings": settings(config), "runs": runs, **summarise(runs)}
+    summary = {"config": asdict(config), "settings": preset, "runs": runs, **summarise(runs)}
     write_json(Path(config.output_dir) / "results.json", summary)
     return summary
 

@@ -204,3 +204,15 @@ def test_processed_graph_datasets_load_without_pickle(data_root):
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message="Weights only load failed")
         assert len(load_tu("MUTAG")) == 188 and load_planetoid("Cora")[0].num_nodes == 2708
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--epochs", "0"), ("--epochs", "-2"), ("--tau", "0"), ("--tau", "nan"),
+                                             ("--lr", "-2"), ("--lr", "nan")])  # fmt: skip
+def test_grace_preset_overrides_are_positive_or_the_preset(flag, value, data_root, tmp_path, capsys):
+    """-1 means the dataset's preset; 0 used to mean it too, so `--epochs 0` silently trained 200 epochs."""
+    from integrations.graph.grace import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main([flag, value, "--output_dir", str(tmp_path / "out"), "--log_with", "none"])
+    assert exit_info.value.code == 2 and f"{flag} must be > 0 (or -1" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
