@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from integrations.common.downloads import OFFLINE_VARS, offline
 from integrations.common.paths import ENV, cache_dir, data_root, fingerprint
 
 TU_SUBDIR = "graphs/tu"
@@ -77,7 +78,14 @@ def _stage_raw(kind: str, subdir: str, name: str, root: str | Path | None) -> Pa
     files (fixed, or corrupted) get a new folder, so stale processed data is never used."""
     src = Path(root).expanduser() / name / "raw" if root is not None else _registered_raw(subdir, name)
     if not src.is_dir():
-        return cache_dir(kind)  # PyG downloads into the plain cache
+        if root is not None:  # the folder the user named, not the data root
+            raise FileNotFoundError(f"--data_root {root}: no {name}/raw folder there ({src} is missing); pass the "
+                                    f"folder that holds {name}/raw, or leave --data_root out to use {ENV}")  # fmt: skip
+        if offline():
+            off = " / ".join(OFFLINE_VARS)
+            raise FileNotFoundError(f"{name}: no raw files under {src}, and downloads are off ({off}); set {ENV} to "
+                                    f"the data root that holds {subdir}/{name}/raw")  # fmt: skip
+        return cache_dir(kind)  # an unregistered dataset: PyG downloads into the plain cache
     files = [f for f in src.iterdir() if f.is_file()]
     cache = cache_dir(kind) / fingerprint(files, LOADER_VERSION)
     dst = cache / name / "raw"
@@ -106,8 +114,8 @@ def _registered_raw(subdir: str, name: str) -> Path:
     return found if found is not None else data_root() / relative
 
 
-def _download_error(name: str, subdir: str, err: Exception) -> RuntimeError:
-    return RuntimeError(
+def _download_error(name: str, subdir: str, err: Exception) -> FileNotFoundError:
+    return FileNotFoundError(
         f"{name}: no raw files under {data_root() / subdir / name / 'raw'} and the download failed ({err}). "
         f"Set {ENV} to the data root that holds {subdir}/{name}/raw"
     )

@@ -60,8 +60,27 @@ def test_tu_loader_reads_any_raw_tu_folder(tmp_path):
 def test_missing_dataset_names_the_variable(tmp_path, monkeypatch):
     monkeypatch.setenv("CL_PLUGINS_DATA", str(tmp_path))
     monkeypatch.setattr("torch_geometric.datasets.tu_dataset.fs.cp", _offline)
-    with pytest.raises(RuntimeError, match="CL_PLUGINS_DATA"):
+    with pytest.raises(FileNotFoundError, match="CL_PLUGINS_DATA"):
         load_tu("NOPE")
+
+
+def test_missing_graph_data_names_the_right_folder_and_never_downloads_offline(tmp_path, monkeypatch):
+    """--data_root names its own folder; with downloads off nothing reaches for the network (a one-line error)."""
+    monkeypatch.setenv("CL_PLUGINS_DATA", str(tmp_path / "root"))
+    monkeypatch.setattr("torch_geometric.datasets.tu_dataset.fs.cp", _forbidden)
+    monkeypatch.setattr("torch_geometric.datasets.planetoid.fs.cp", _forbidden, raising=False)
+    with pytest.raises(FileNotFoundError, match=f"--data_root {tmp_path / 'mine'}: no MUTAG/raw folder"):
+        load_tu("MUTAG", root=tmp_path / "mine")
+    with pytest.raises(FileNotFoundError, match="--data_root .*: no Cora/raw folder"):
+        load_planetoid("Cora", root=tmp_path / "mine")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    for load, name in ((load_tu, "NOPE"), (load_planetoid, "Cora")):
+        with pytest.raises(FileNotFoundError, match=f"{name}: no raw files under .*downloads are off"):
+            load(name)
+
+
+def _forbidden(*args, **kwargs):
+    raise AssertionError("a download was attempted")
 
 
 def _offline(*args, **kwargs):
