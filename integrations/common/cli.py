@@ -12,11 +12,14 @@ from collections.abc import Callable
 from dataclasses import MISSING, field, fields
 from typing import Any, TypeVar
 
+from .downloads import DownloadError
+
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
-#: the errors a user's input causes (arguments, data files, checkpoints, output folders): one line, no traceback
+#: the errors a user's input causes (arguments, data files, checkpoints, output folders), and a network that does
+#: not deliver a download (which says how to resume): one line, no traceback
 USER_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError, EOFError,
-               FloatingPointError)  # fmt: skip
+               FloatingPointError, DownloadError)  # fmt: skip
 
 
 def host_head_field() -> Any:

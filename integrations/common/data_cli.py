@@ -44,13 +44,27 @@ def list_datasets(args: argparse.Namespace) -> int:
     return 0
 
 
+def _checked(d: data_registry.Dataset) -> str:
+    """What "present" means for ``d``: verified, sizes only, or unverifiable (never "verified" for those)."""
+    unknown = sum(not e.known for e in d.files.values())
+    hashless = sum(e.known and not e.verifiable for e in d.files.values())
+    if unknown:
+        return (f"unverifiable: {unknown} of {len(d.files)} files have no registered size or hash (checked only "
+                "that they are not web pages)")  # fmt: skip
+    if hashless:
+        return f"sizes checked ({hashless} of {len(d.files)} files have no hash)"
+    return "verified"
+
+
 def download(args: argparse.Namespace) -> int:
     for d in _names(args.names):
         if not d.sources:
             print(f"{d.name}: skipped, no download source ({d.checksums})")
             continue
         root = data_registry.fetch(d, force=args.force)
-        print(f"{d.name}: present and verified under {root}")
+        check = _checked(d)
+        print(f"{d.name}: present and verified under {root}" if check == "verified" else
+              f"{d.name}: present under {root}, {check}")  # fmt: skip
     return 0
 
 
@@ -58,9 +72,7 @@ def verify(args: argparse.Namespace) -> int:
     bad = 0
     for d in _names(args.names):
         state, problems = data_registry.status(d)
-        unverified = sum(not e.verifiable for e in d.files.values())
-        note = f" ({unverified} of {len(d.files)} files without a known hash: size only)" if unverified else ""
-        print(f"{d.name:20} {state}{note if state == 'present' else ''}")
+        print(f"{d.name:20} {state}" + (f" ({_checked(d)})" if state == "present" else ""))
         if state == "corrupt":
             bad += 1
             for problem in problems:

@@ -49,6 +49,11 @@ class Expected:
     def verifiable(self) -> bool:
         return self.sha256 is not None or self.md5 is not None
 
+    @property
+    def known(self) -> bool:
+        """Anything registered to check the bytes against (a size or a hash)."""
+        return self.size is not None or self.verifiable
+
 
 def offline() -> bool:
     """True when the environment forbids downloads."""
@@ -88,6 +93,18 @@ def mismatch(path: Path, expect: Expected, name: str | Path | None = None) -> st
         return f"{name}: sha256 {sha}, expected {expect.sha256}"
     if expect.md5 is not None and md5 != expect.md5:
         return f"{name}: md5 {md5}, expected {expect.md5}"
+    return None
+
+
+def not_a_web_page(path: Path, name: str | Path) -> str | None:
+    """What can be checked of a file with no registered size or hash: that the server did not send an HTML page
+    (an error or login page) in its place. None when it did not."""
+    if Path(name).suffix.lower() in (".html", ".htm"):
+        return None
+    with open(path, "rb") as f:
+        head = f.read(512).lstrip().lower()
+    if head.startswith((b"<!doctype html", b"<html", b"<head")) or (head.startswith(b"<?xml") and b"<error" in head):
+        return f"{name}: the server sent an HTML / XML error page, not the file"
     return None
 
 
@@ -133,13 +150,20 @@ def _transfer(url: str, part: Path, limit: int | None, label: str, timeout: floa
         raise DownloadError(f"{url}: the transfer stopped at {received} of {want} bytes")
 
 
+def _is_timeout(err: BaseException) -> bool:
+    return isinstance(err, TimeoutError) or isinstance(getattr(err, "reason", None), TimeoutError)
+
+
 def download(url: str, dest: Path, expect: Expected = Expected(), *, limit: int | None = None,
-             retries: int = RETRIES, timeout: float = 60.0) -> Path:  # fmt: skip
+             retries: int = RETRIES, timeout: float | None = None) -> Path:  # fmt: skip
     """Fetch ``url`` into ``dest`` (only its first ``limit`` bytes if given) and verify it against ``expect``.
 
     Raises :class:`DownloadError` when the network fails ``retries`` times in a row (the part file stays, so a
-    later call resumes) and :class:`ChecksumError` when the bytes are wrong (the part file is deleted).
+    later call resumes) and :class:`ChecksumError` when the bytes are wrong (the part file is deleted). A stall
+    is bounded: no data for ``timeout`` seconds (default ``$CL_PLUGINS_DOWNLOAD_TIMEOUT``, else 60) fails an
+    attempt. A file with no registered size or hash is checked for what can be checked (not a web page).
     """
+    timeout = float(os.environ.get("CL_PLUGINS_DOWNLOAD_TIMEOUT", "60")) if timeout is None else timeout
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(f".{dest.name}.part")
     source = resolve(url)
@@ -153,9 +177,10 @@ def download(url: str, dest: Path, expect: Expected = Expected(), *, limit: int 
             if isinstance(err, urllib.error.HTTPError) and 400 <= err.code < 500:
                 raise DownloadError(f"{source}: HTTP {err.code} {err.reason}") from None
             if attempt == retries:
-                raise DownloadError(f"{source}: {err} (after {retries} attempts; run again to resume)") from None
+                why = f"stalled, no data for {timeout:g} s" if _is_timeout(err) else str(err)
+                raise DownloadError(f"{source}: {why} (after {retries} attempts; run again to resume)") from None
             time.sleep(min(2.0**attempt, 10.0) * float(os.environ.get("CL_PLUGINS_RETRY_SCALE", "1")))
-    wrong = mismatch(part, expect, dest)
+    wrong = mismatch(part, expect, dest) or (None if expect.known else not_a_web_page(part, dest))
     if wrong is not None:
         part.unlink()
         raise ChecksumError(f"downloaded {url} is corrupt or not the registered file — {wrong}; the partial file "

@@ -7,6 +7,7 @@ import hashlib
 import io
 import tarfile
 import threading
+import time
 import urllib.parse
 import zipfile
 from collections.abc import Iterator
@@ -23,7 +24,8 @@ from integrations.common.paths import data_path
 
 class Server:
     """Files under ``root`` over HTTP with byte ranges; ``faults[path]`` injects "cut" (half the body, once),
-    "cut-always", "500", "500-once" or "no-range"; ``requests`` logs (path, Range header)."""
+    "cut-always", "500", "500-once", "no-range" or "stall" (headers, then silence); ``requests`` logs (path, Range
+    header)."""
 
     def __init__(self, root: Path) -> None:
         self.root, self.faults, self.requests = root, {}, []
@@ -60,6 +62,10 @@ class Server:
                     self.send_response(200)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
+                if fault == "stall":
+                    self.wfile.flush()
+                    time.sleep(1.0)
+                    return
                 if fault.startswith("cut"):
                     if fault == "cut":
                         server.faults.pop(path)
@@ -171,6 +177,33 @@ def test_server_errors(server: Server, online: Path) -> None:
     with pytest.raises(DownloadError, match="404"):
         download(f"{server.url}/missing.bin", online / "m.bin")
     assert sum(p == "missing.bin" for p, _ in server.requests) == 1  # a 4xx is not retried
+
+
+def test_a_stall_fails_after_the_timeout_in_one_line(server: Server, online: Path, capsys) -> None:
+    url = server.put("slow.bin", PAYLOAD)
+    server.faults["slow.bin"] = "stall"
+    started = time.monotonic()
+    with pytest.raises(DownloadError, match=r"stalled, no data for 0.2 s \(after 3 attempts; run again to resume\)"):
+        download(url, online / "slow.bin", timeout=0.2)
+    assert time.monotonic() - started < 5  # bounded: retries x timeout
+
+
+def test_a_web_page_in_place_of_an_unregistered_file_is_refused(server: Server, online: Path, monkeypatch,
+                                                                capsys) -> None:  # fmt: skip
+    """A file with no registered size or hash: what can be checked is checked, and the CLI never says "verified"."""
+    from integrations.common import data_cli
+
+    page = b"<!DOCTYPE html>\n<html><body>404 - this repository moved</body></html>"
+    with pytest.raises(ChecksumError, match="the server sent an HTML / XML error page, not the file"):
+        download(server.put("page.csv", page), online / "page.csv")
+    assert not (online / "page.csv").exists() and not list(online.glob(".page.csv.part"))
+    good = b"smiles,label\nCCO,1\n"
+    entry = Dataset("loose", "fixture", {"l/x.csv": Expected()}, (Source(server.put("x.csv", good), "l/x.csv"),),
+                    "test", "none published")  # fmt: skip
+    monkeypatch.setattr(data_registry, "registry", lambda: {"loose": entry})
+    assert data_cli.main(["download", "loose"]) == 0
+    out = capsys.readouterr().out
+    assert "unverifiable: 1 of 1 files have no registered size or hash" in out and "verified" not in out
 
 
 def tar_of(members: dict[str, bytes], mode: str) -> bytes:
