@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import zlib
 from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
@@ -229,6 +230,7 @@ class ContrastiveLoss(nn.Module):
     ) -> list[PairBlock]:
         if hard_negatives is None and self.hard_negative_weight != 0.0 and self.layout == "cross_view":
             raise ValueError("hard_negative_weight is set but no hard_negatives= were passed")
+        call = f"{self.name}|{self.layout}|{self.symmetric}|{queue is None}|{hard_negatives is None}"
         return build_blocks(
             self.layout,
             z1,
@@ -238,6 +240,7 @@ class ContrastiveLoss(nn.Module):
             hard_negatives=hard_negatives,
             gather=self.gather_distributed,
             normalized=normalized,
+            tag=zlib.crc32(call.encode()),  # the processes must agree on the call, or each would wait for another
         )
 
     def block_kernel(self, block: PairBlock) -> str:

@@ -42,11 +42,35 @@ def rank() -> int:
     return dist.get_rank() if is_distributed() else 0
 
 
-def _gather_sizes(n: int, device: torch.device) -> list[int]:
-    size = torch.tensor([n], device=device, dtype=torch.long)
-    sizes = [torch.zeros_like(size) for _ in range(dist.get_world_size())]
-    dist.all_gather(sizes, size)
-    return [int(s.item()) for s in sizes]
+_DTYPES = {torch.float16: 1, torch.bfloat16: 2, torch.float32: 3, torch.float64: 4}
+_AGREED = ("width", "dtype", "call (strategy, layout, queue or hard negatives)")
+
+
+def _gather_sizes(x: torch.Tensor, tag: int = 0) -> list[int]:
+    """Every rank's row count, from one small all-gather that also carries what the ranks must agree on: the
+    width, the dtype and ``tag`` (which call this is: strategy, layout, queue). A disagreement raises the same
+    ValueError on every rank, before the gather it would abort (gloo) or hang (a different sequence of
+    collectives) in."""
+    width = x.shape[1] if x.dim() == 2 else -x.dim()
+    mine = torch.tensor([x.shape[0], width, _DTYPES.get(x.dtype, 0), tag], device=x.device, dtype=torch.long)
+    table = [torch.zeros_like(mine) for _ in range(dist.get_world_size())]
+    dist.all_gather(table, mine)
+    rows = [t.tolist() for t in table]
+    for column, what in enumerate(_AGREED, start=1):
+        values = [r[column] for r in rows]
+        if len(set(values)) > 1:
+            shown = [_shown(what, v) for v in values]
+            raise ValueError(f"the processes disagree on the {what}: {shown} on ranks 0..{len(rows) - 1}; every "
+                             "process must call the loss with the same embedding width, dtype, strategy and layout")
+    return [r[0] for r in rows]
+
+
+def _shown(what: str, value: int) -> str | int:
+    if what == "dtype":
+        return next((str(d).removeprefix("torch.") for d, code in _DTYPES.items() if code == value), "other")
+    if what == "width" and value < 0:
+        return f"{-value}-D tensor"
+    return value
 
 
 def _gather_padded(x: torch.Tensor, sizes: list[int]) -> torch.Tensor:
@@ -74,12 +98,13 @@ class _GatherWithGrad(torch.autograd.Function):
         return grad[ctx.start : ctx.stop], None, None
 
 
-def gather_with_grad(x: torch.Tensor) -> tuple[torch.Tensor, int]:
+def gather_with_grad(x: torch.Tensor, tag: int = 0) -> tuple[torch.Tensor, int]:
     """Concatenate ``x`` [n_r, ...] of every rank along dim 0, keeping the autograd graph.
 
     Ranks may hold different ``n_r``. Returns the gathered tensor [sum_r n_r, ...] and the
     row offset of this rank's rows inside it. Backward sums the gradient of every rank and
-    returns this rank's slice.
+    returns this rank's slice. Ranks that disagree on the width, dtype or ``tag`` (the caller's identity of
+    the call) all raise the same ValueError instead of aborting or hanging.
 
     Example::
 
@@ -87,17 +112,18 @@ def gather_with_grad(x: torch.Tensor) -> tuple[torch.Tensor, int]:
     """
     if not is_distributed():
         return x, 0
-    sizes = _gather_sizes(x.shape[0], x.device)
+    sizes = _gather_sizes(x, tag)
     start = sum(sizes[: dist.get_rank()])
     return _GatherWithGrad.apply(x, sizes, start), start
 
 
-def gather_no_grad(x: torch.Tensor) -> torch.Tensor:
-    """Concatenate ``x`` of every rank along dim 0 without gradient (e.g. queue keys)."""
+def gather_no_grad(x: torch.Tensor, tag: int = 0) -> torch.Tensor:
+    """Concatenate ``x`` of every rank along dim 0 without gradient (e.g. queue keys); agreement as
+    :func:`gather_with_grad`."""
     if not is_distributed():
         return x
     with torch.no_grad():
-        return _gather_padded(x.detach(), _gather_sizes(x.shape[0], x.device))
+        return _gather_padded(x.detach(), _gather_sizes(x, tag))
 
 
 def all_reduce_sum(x: torch.Tensor) -> torch.Tensor:

@@ -22,12 +22,13 @@ global and the positive column is offset by this rank's position.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
-from .distributed import gather_with_grad
+from .distributed import gather_with_grad, is_distributed
 from .extension import LazyLogits
 from .validation import check_embeddings, check_feature_dim, check_rows, check_same
 
@@ -194,13 +195,16 @@ def build_blocks(
     hard_negatives: torch.Tensor | None = None,
     gather: bool = True,
     normalized: bool = False,
+    tag: int = 0,
 ) -> list[PairBlock]:
     """Build the pair blocks of ``layout`` for two views ``z1``, ``z2`` [N, D].
 
     ``gather=False`` keeps candidates local even under ``torch.distributed``; ``normalized=True`` says that
-    every input row is of unit norm already (the blocks then skip :func:`unit_rows`).
+    every input row is of unit norm already (the blocks then skip :func:`unit_rows`). ``tag`` identifies the
+    call (strategy, layout) in the gathers, so processes that disagree raise instead of hanging.
     """
-    blocks = _build(layout, z1, z2, symmetric=symmetric, queue=queue, hard_negatives=hard_negatives, gather=gather)
+    blocks = _build(layout, z1, z2, symmetric=symmetric, queue=queue, hard_negatives=hard_negatives, gather=gather,
+                    tag=tag)  # fmt: skip
     for block in blocks:
         block.normalized = normalized
     return blocks
@@ -215,9 +219,11 @@ def _build(
     queue: torch.Tensor | None,
     hard_negatives: torch.Tensor | None,
     gather: bool,
+    tag: int = 0,
 ) -> list[PairBlock]:
-    n = z1.shape[0]
-    gather_fn: Gather = gather_with_grad if gather else _local
+    # under several processes the global batch decides whether an anchor has a negative: a rank may hold one row
+    n = z1.shape[0] if not (gather and is_distributed()) else max(z1.shape[0], 2)
+    gather_fn: Gather = functools.partial(gather_with_grad, tag=tag) if gather else _local
     if layout in ("simclr", "grace"):
         if symmetric:
             raise ValueError(f"layout={layout!r} already uses both views as anchors; drop symmetric=True")

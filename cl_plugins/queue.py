@@ -47,9 +47,10 @@ class FeatureQueue(nn.Module):
 
     @torch.no_grad()
     def enqueue(self, keys: torch.Tensor) -> None:
+        # gathered before the local checks: every process then raises the same error, none waits in the gather
+        keys = gather_no_grad(keys) if self.gather_distributed else keys.detach()
         if keys.dim() != 2 or keys.shape[1] != self.queue.shape[1]:
             raise ValueError(f"keys must have shape [n, {self.queue.shape[1]}], got {tuple(keys.shape)}")
-        keys = gather_no_grad(keys) if self.gather_distributed else keys.detach()
         check_embeddings(keys, "keys")  # a NaN or zero key would stay in the queue for `size` steps
         keys = unit_rows(keys).to(self.queue.dtype)
         size = self.queue.shape[0]

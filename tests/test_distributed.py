@@ -238,3 +238,46 @@ def test_gather_with_grad_uneven():
     weights = torch.arange(1, 10, dtype=torch.float64)[:, None]
     torch.testing.assert_close(d0, 2 * weights[:3])  # gradient summed over both ranks
     torch.testing.assert_close(d1, 2 * weights[3:])
+
+
+def _disagreeing_rank(rank, world, case):
+    """What each rank sees when the processes disagree (``case``), or its loss when they may differ (a local batch
+    of 1 under cross_view)."""
+    torch.manual_seed(rank)
+    width = 8 if case != "width" or rank == 0 else 6
+    z1, z2 = torch.randn(4, width), torch.randn(4, width)
+    layout = "cross_view" if case == "layout" and rank == 1 else "simclr"
+    if case == "dtype" and rank == 1:
+        z1, z2 = z1.double(), z2.double()
+    try:
+        if case == "queue":
+            clp.FeatureQueue(16, 8).enqueue(torch.randn(3, 8 if rank == 0 else 5))
+            return "no error"
+        if case == "one_row":
+            torch.manual_seed(0)
+            z1, z2 = torch.randn(3, 8, dtype=torch.float64), torch.randn(3, 8, dtype=torch.float64)
+            rows = slice(0, 1) if rank == 0 else slice(1, 3)
+            return float(clp.build_loss("infonce", layout="cross_view").double()(z1[rows], z2[rows]))
+        clp.build_loss("infonce", layout=layout)(z1, z2)
+        return "no error"
+    except ValueError as err:
+        return str(err)
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize(("case", "named"), [("width", "width: [8, 6]"), ("dtype", "dtype: ['float32', 'float64']"),
+                                             ("layout", "call (strategy, layout"),
+                                             ("queue", "width: [8, 5]")])  # fmt: skip
+def test_processes_that_disagree_all_raise_the_same_line(case, named):
+    """Not a gloo abort on one rank, nor a hang until the process-group timeout (issue 49)."""
+    first, second = run_distributed(_disagreeing_rank, case)
+    assert first == second and named in first and "\n" not in first, (first, second)
+
+
+@pytest.mark.distributed
+def test_a_rank_with_one_row_is_fine_when_the_global_batch_has_negatives():
+    torch.manual_seed(0)
+    z1, z2 = torch.randn(3, 8, dtype=torch.float64), torch.randn(3, 8, dtype=torch.float64)
+    expected = float(clp.build_loss("infonce", layout="cross_view").double()(z1, z2))
+    first, second = run_distributed(_disagreeing_rank, "one_row")
+    assert first == pytest.approx(second) and first == pytest.approx(expected)
