@@ -110,3 +110,14 @@ def test_a_per_call_logit_scale_outside_the_temperature_range_is_refused(scale, 
         StrategyClipLoss("infonce")(img, txt, torch.as_tensor(scale))
     assert "\n" not in str(info.value)
     assert torch.isfinite(StrategyClipLoss("infonce")(img, txt, torch.tensor(100.0)))
+
+
+MALFORMED = [((4, 8), (4, 6), "the same shape"), ((4, 8), (3, 8), "the same shape"), ((4,), (4,), r"shape \[N, D\]"),
+             ((0, 8), (0, 8), "is empty")]  # fmt: skip
+
+
+@pytest.mark.parametrize(("image", "text", "named"), MALFORMED)
+def test_malformed_features_get_one_line(image, text, named):
+    with pytest.raises(ValueError, match=named) as info:
+        StrategyClipLoss("infonce")(torch.randn(*image), torch.randn(*text), torch.tensor(14.0))
+    assert "\n" not in str(info.value)

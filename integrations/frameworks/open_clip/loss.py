@@ -41,7 +41,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import cl_plugins as clp
-from cl_plugins.validation import check_temperature
+from cl_plugins.validation import check_pair, check_temperature
 
 #: open_clip's initial temperature: ``logit_scale`` starts at log(1 / 0.07)
 OPEN_CLIP_TAU = 0.07
@@ -151,6 +151,7 @@ class StrategyClipLoss(nn.Module):
 
     def forward(self, image_features: torch.Tensor, text_features: torch.Tensor, logit_scale: torch.Tensor,
                 logit_bias: torch.Tensor | None = None, output_dict: bool = False) -> Any:  # fmt: skip
+        check_pair(image_features, text_features, ("image_features", "text_features"), rows=False)
         per_image, per_text, first = self.similarities(image_features, text_features)
         cols = torch.arange(per_image.shape[0], device=per_image.device) + first
         pos = F.one_hot(cols, per_image.shape[1]).bool()
