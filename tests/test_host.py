@@ -87,3 +87,20 @@ def test_hyperparameters_are_the_arguments_however_the_loss_was_built(name):
     rebuilt = clp.build_loss(name, **by_class.hyperparameters()).double()
     torch.manual_seed(0)
     assert torch.equal(rebuilt(*_views()), cls(**args).double()(*_views()))
+
+
+def test_the_strategy_authoring_snippet_of_the_docs_runs_on_every_kernel():
+    """docs/strategies.md "Writing a strategy": the extension types as exported, one strategy on three kernels."""
+    import re
+    from pathlib import Path
+
+    from cl_plugins import registry
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "strategies.md").read_text()
+    section = text.split("## Writing a strategy", 1)[1]
+    snippet = re.search(r"```python\n(.*?)```", section, flags=re.S).group(1)
+    try:
+        exec(compile(snippet, "docs/strategies.md", "exec"), {})
+        assert "cubic" in clp.available_losses()
+    finally:
+        registry._REGISTRY.pop("cubic", None)  # other tests list the shipped strategies
