@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Literal
 import torch
 from torch import nn
 
-from .distributed import all_reduce_sum, is_distributed, world_size
+from .distributed import all_reduce_sum, is_distributed, refuse_on_every_rank, world_size
 from .extension import LazyLogits, LogitMap, Pairs, softplus
 from .layouts import LAYOUTS, PairBlock, at_least_float32, build_blocks, unit_rows
 from .validation import ArgumentTypeError, check_choice, check_pair, check_range, check_similarity
@@ -168,12 +168,17 @@ class ContrastiveLoss(nn.Module):
             hard_negatives: [N, D] one hard negative per anchor for ``layout="cross_view"``.
             Returns a scalar, or [A] per-anchor losses with ``reduction="none"``.
         """
-        if self.check_inputs:
-            check_pair(z1, z2, rows=False)  # the rows are checked in the pass that normalises them
+        try:
+            if self.check_inputs:
+                check_pair(z1, z2, rows=False)  # the rows are checked in the pass that normalises them
+            with torch.autocast(device_type=z1.device.type, enabled=False):
+                u1, u2 = (unit_rows(z, name if self.check_inputs else None) for z, name in ((z1, "z1"), (z2, "z2")))
+                queue, hard_negatives = _unit_if_tensor(queue), _unit_if_tensor(hard_negatives)
+        except (ValueError, TypeError):
+            if self.gather_distributed and is_distributed() and self.layout != "queue":
+                refuse_on_every_rank()  # the other ranks wait in the first gather: they stop with this one
+            raise
         self._stats = {}
-        with torch.autocast(device_type=z1.device.type, enabled=False):
-            u1, u2 = (unit_rows(z, name if self.check_inputs else None) for z, name in ((z1, "z1"), (z2, "z2")))
-            queue, hard_negatives = _unit_if_tensor(queue), _unit_if_tensor(hard_negatives)
         blocks = self.blocks(u1, u2, queue=queue, hard_negatives=hard_negatives, normalized=True)
         per_anchor = torch.cat([self.block_loss(b) for b in blocks])
         return self._reduce(per_anchor, global_batch=True)

@@ -52,10 +52,7 @@ def _gather_sizes(x: torch.Tensor, tag: int = 0) -> list[int]:
     ValueError on every rank, before the gather it would abort (gloo) or hang (a different sequence of
     collectives) in."""
     width = x.shape[1] if x.dim() == 2 else -x.dim()
-    mine = torch.tensor([x.shape[0], width, _DTYPES.get(x.dtype, 0), tag], device=x.device, dtype=torch.long)
-    table = [torch.zeros_like(mine) for _ in range(dist.get_world_size())]
-    dist.all_gather(table, mine)
-    rows = [t.tolist() for t in table]
+    rows = _exchange([x.shape[0], width, _DTYPES.get(x.dtype, 0), tag], x.device)
     for column, what in enumerate(_AGREED, start=1):
         values = [r[column] for r in rows]
         if len(set(values)) > 1:
@@ -63,6 +60,29 @@ def _gather_sizes(x: torch.Tensor, tag: int = 0) -> list[int]:
             raise ValueError(f"the processes disagree on the {what}: {shown} on ranks 0..{len(rows) - 1}; every "
                              "process must call the loss with the same embedding width, dtype, strategy and layout")
     return [r[0] for r in rows]
+
+
+#: the tag of a rank that refused its own input: it joins the first gather only to stop the others with it
+REFUSED = -1
+
+
+def _exchange(descriptor: list[int], device: torch.device) -> list[list[int]]:
+    """Every rank's descriptor (one small all-gather); a rank that refused its input makes every rank raise."""
+    mine = torch.tensor(descriptor, device=device, dtype=torch.long)
+    table = [torch.zeros_like(mine) for _ in range(dist.get_world_size())]
+    dist.all_gather(table, mine)
+    rows = [t.tolist() for t in table]
+    refused = [r for r, row in enumerate(rows) if row[3] == REFUSED]
+    if refused and descriptor[3] != REFUSED:
+        raise ValueError(f"rank {refused[0]} refused its input (its own error says why); every process stops with it")
+    return rows
+
+
+def refuse_on_every_rank() -> None:
+    """Called by a rank whose input failed a local check, in place of the first gather the others are waiting
+    in: they raise too (a one-line error) instead of waiting until the process-group timeout."""
+    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+    _exchange([0, 0, 0, REFUSED], device)
 
 
 def _shown(what: str, value: int) -> str | int:

@@ -249,6 +249,10 @@ def _disagreeing_rank(rank, world, case):
     layout = "cross_view" if case == "layout" and rank == 1 else "simclr"
     if case == "dtype" and rank == 1:
         z1, z2 = z1.double(), z2.double()
+    if case == "nan" and rank == 1:
+        z1[2, 0] = float("nan")
+    if case == "empty" and rank == 1:
+        z1, z2 = z1[:0], z2[:0]
     try:
         if case == "queue":
             clp.FeatureQueue(16, 8).enqueue(torch.randn(3, 8 if rank == 0 else 5))
@@ -272,6 +276,15 @@ def test_processes_that_disagree_all_raise_the_same_line(case, named):
     """Not a gloo abort on one rank, nor a hang until the process-group timeout (issue 49)."""
     first, second = run_distributed(_disagreeing_rank, case)
     assert first == second and named in first and "\n" not in first, (first, second)
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize(("case", "own"), [("nan", "z1 contains NaN or inf"), ("empty", "z1 is empty")])
+def test_an_input_refused_on_one_rank_stops_every_rank_in_one_line(case, own):
+    """The rank with the bad input says why; the others, waiting in the first gather, stop with it."""
+    first, second = run_distributed(_disagreeing_rank, case)
+    assert own in second and "\n" not in second
+    assert first == "rank 1 refused its input (its own error says why); every process stops with it"
 
 
 @pytest.mark.distributed
