@@ -29,8 +29,14 @@ def own_cache(tmp_path_factory):
         yield
 
 
+#: what the runs of this module inherit: nothing another test's process may have left in the environment
+PASSED_ON = ("PATH", "HOME", "PYTHONPATH", "VIRTUAL_ENV", "CL_PLUGINS_DATA", "CL_PLUGINS_CACHE", "CL_PLUGINS_OFFLINE")
+
+
 def _run(cmd: list[str], fault: str = "") -> subprocess.CompletedProcess:
-    env = {**os.environ, "CL_PLUGINS_FAULT": fault}
+    # one thread each: the property compares bits, and a run's reductions must not depend on the machine's load
+    env = {k: os.environ[k] for k in PASSED_ON if k in os.environ}
+    env.update(CL_PLUGINS_FAULT=fault, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
 
 
