@@ -221,8 +221,9 @@ def _build(
     gather: bool,
     tag: int = 0,
 ) -> list[PairBlock]:
+    n = z1.shape[0]
     # under several processes the global batch decides whether an anchor has a negative: a rank may hold one row
-    n = z1.shape[0] if not (gather and is_distributed()) else max(z1.shape[0], 2)
+    too_few = n < 2 and not (gather and is_distributed())
     gather_fn: Gather = functools.partial(gather_with_grad, tag=tag) if gather else _local
     if layout in ("simclr", "grace"):
         if symmetric:
@@ -231,7 +232,7 @@ def _build(
             raise ValueError(
                 f"layout={layout!r} takes neither queue= nor hard_negatives=; use layout='queue' or layout='cross_view'"
             )
-        if n < 2:
+        if too_few:
             raise ValueError(
                 f"layout={layout!r} needs a batch of at least 2 (got {n}): with one sample an anchor has no negative"
             )
@@ -249,7 +250,7 @@ def _build(
                 )
             if symmetric:
                 raise ValueError("hard_negatives is supported with symmetric=False (SimCSE's direction)")
-        elif n < 2:
+        elif too_few:
             raise ValueError(
                 "layout='cross_view' needs a batch of at least 2 (got 1): one anchor has no negative; "
                 "pass hard_negatives= or use a larger batch"

@@ -192,6 +192,12 @@ def save_state(accelerator: Any, path: Path) -> None:
     accelerator.wait_for_everyone()
 
 
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (its type's name when it has none), for one-line errors."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def load_torch(path: Path, what: str, keys: tuple[str, ...] = ()) -> Any:
     """A torch file written by a run (on any device), or a one-line error naming the file and what is wrong.
 
@@ -204,7 +210,7 @@ def load_torch(path: Path, what: str, keys: tuple[str, ...] = ()) -> Any:
     try:
         saved = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # truncated (EOFError), not a torch file (UnpicklingError), corrupt zip (RuntimeError)
-        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        why = first_line(exc)
         if "weights_only" in str(exc) or "Unsupported global" in str(exc):
             raise ValueError(f"{path} is not a {what}: it holds Python objects other than tensors and plain values, "
                              "which are never unpickled (they could run code)") from None  # fmt: skip
@@ -229,7 +235,6 @@ def load_cache(path: Path, classes: Sequence[type] = ()) -> Any | None:
         with torch.serialization.safe_globals(list(classes)):
             return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:
-        why = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        warnings.warn(f"rebuilding the unreadable cache {path} ({type(exc).__name__}: {why})", stacklevel=2)
+        warnings.warn(f"rebuilding the unreadable cache {path} ({type(exc).__name__}: {first_line(exc)})", stacklevel=2)
         path.unlink(missing_ok=True)
         return None

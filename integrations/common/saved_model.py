@@ -56,8 +56,6 @@ def write(
 ) -> None:
     """Write ``folder`` atomically. ``weights`` (a state dict; None when ``extra`` writes them, as Hugging Face's
     ``save_pretrained`` does) go to ``model.safetensors``; ``extra(tmp)`` may add files of its own."""
-    from safetensors.torch import save_file
-
     info = {"format": FORMAT, "version": VERSION, "trainer": trainer, "model": model, "run": run,
             "records": records or {}}  # fmt: skip
     text = json.dumps(info, indent=2, default=str)
@@ -65,9 +63,16 @@ def write(
         if extra is not None:
             extra(tmp)
         if weights is not None:
-            # cloned: safetensors refuses tensors that share memory (tied weights, views)
-            save_file({k: v.detach().cpu().contiguous().clone() for k, v in weights.items()}, str(tmp / WEIGHTS))
+            write_weights(weights, tmp / WEIGHTS)
         (tmp / INFO).write_text(text, encoding="utf-8")
+
+
+def write_weights(weights: dict[str, Any], file: Path) -> None:
+    """Tensors (a state dict) as a safetensors ``file``, on the CPU; each cloned, since safetensors refuses
+    tensors that share memory (tied weights, views)."""
+    from safetensors.torch import save_file
+
+    save_file({k: v.detach().cpu().contiguous().clone() for k, v in weights.items()}, str(file))
 
 
 def _folder_of(path: Path) -> Path:
@@ -114,9 +119,8 @@ def read_weights(file: Path, what: str) -> dict[str, Any]:
     try:
         return load_file(str(file), device="cpu")
     except Exception as exc:  # SafetensorError: truncated header or data, not a safetensors file
-        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ValueError(f"{file} is not a readable safetensors file ({why}); was it cut short while being "
-                         "written or copied?") from None  # fmt: skip
+        raise ValueError(f"{file} is not a readable safetensors file ({atomic.first_line(exc)}); was it cut short "
+                         "while being written or copied?") from None  # fmt: skip
 
 
 def is_saved_model(path: str | Path) -> bool:

@@ -23,9 +23,11 @@ class StrategyUpkeep:
     def __init__(self) -> None:
         self.last_step = 0  # a framework's step counter starts at 0: no optimizer step yet
 
-    @staticmethod
-    def begin(modules: Iterable[nn.Module], batches: float | None, accumulation: int) -> None:
-        """Training begins with ``batches`` per epoch (None or inf: unknown) accumulated ``accumulation`` at a time."""
+    def begin(self, modules: Iterable[nn.Module], batches: float | None, accumulation: int,
+              global_step: int = 0) -> None:
+        """Training begins at ``global_step`` (a fit resumed from a checkpoint, or a second fit, starts past 0) with
+        ``batches`` per epoch (None or inf: unknown) accumulated ``accumulation`` at a time."""
+        self.last_step = global_step
         if batches is not None and math.isfinite(batches) and batches > 0:
             for module in modules:
                 clp.set_epoch_length(module, math.ceil(batches / accumulation))

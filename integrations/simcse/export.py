@@ -74,7 +74,7 @@ def modules_after_encoder(pooler: str, head: nn.Module | None, hidden: int, num_
 
 def write_modules(folder: Path, pooler: str, head: nn.Module | None, encoder_config: Any) -> None:
     """Add the sentence-transformers files to a saved encoder ``folder`` (a Hugging Face model folder)."""
-    from safetensors.torch import save_file
+    from integrations.common.saved_model import write_weights
 
     hidden, num_layers = encoder_config.hidden_size, encoder_config.num_hidden_layers
     modules = [{"idx": 0, "name": "0", "path": "", "type": _TYPES["Transformer"]}]
@@ -82,9 +82,8 @@ def write_modules(folder: Path, pooler: str, head: nn.Module | None, encoder_con
         sub = folder / f"{idx}_{kind}"
         sub.mkdir()
         (sub / "config.json").write_text(json.dumps(config, indent=2))
-        if weights:
-            save_file({k: v.detach().cpu().float().contiguous().clone() for k, v in weights.items()},
-                      str(sub / "model.safetensors"))  # fmt: skip
+        if weights:  # in float32 whatever the training precision, the dtype sentence-transformers builds them in
+            write_weights({k: v.float() for k, v in weights.items()}, sub / "model.safetensors")
         modules.append({"idx": idx, "name": str(idx), "path": sub.name, "type": _TYPES[kind]})
     (folder / "modules.json").write_text(json.dumps(modules, indent=2))
     layered = pooler in ("avg_top2", "avg_first_last")

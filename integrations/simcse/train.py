@@ -24,7 +24,6 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import save_file
 from torch.utils.data import DataLoader
 
 import cl_plugins as clp
@@ -87,8 +86,7 @@ def save_model(model: SimCSEModel, tokenizer: Any, path: Path, config: TrainConf
         (model.backbone if model.do_mlm else model.encoder).save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         if model.mlp is not None:
-            save_file({k: v.detach().cpu().contiguous() for k, v in model.mlp.state_dict().items()},
-                      str(tmp / HEAD_WEIGHTS))  # fmt: skip
+            saved_model.write_weights(model.mlp.state_dict(), tmp / HEAD_WEIGHTS)
         eval_head = model.mlp if model.mlp is not None and not model.mlp_only_train else None
         write_modules(tmp, model.pooler, eval_head, model.encoder.config)
 

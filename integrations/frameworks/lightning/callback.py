@@ -21,11 +21,10 @@ class StrategyLightningCallback(Callback):
         self.upkeep = StrategyUpkeep()
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        # the steps count from where this fit starts: a fit resumed from a checkpoint (fit(ckpt_path=...)), or a
-        # second fit with the same callback, would otherwise see its first batch as a new optimizer step
-        self.upkeep.last_step = trainer.global_step
-        # an iterable loader of unknown length has inf batches: the epoch length stays unset
-        self.upkeep.begin([pl_module], trainer.num_training_batches, trainer.accumulate_grad_batches)
+        # counted from where this fit starts (fit(ckpt_path=...), a second fit with the same callback); an iterable
+        # loader of unknown length has inf batches: the epoch length stays unset
+        self.upkeep.begin([pl_module], trainer.num_training_batches, trainer.accumulate_grad_batches,
+                          trainer.global_step)
 
     def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any,
                            batch_idx: int) -> None:  # fmt: skip
