@@ -6,7 +6,6 @@ resumed, or stopped early and resumed with a longer ``--epochs``, ends with the 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -20,6 +19,7 @@ from integrations.common import saved_model
 
 from .test_dcrec_train import TINY as DCREC_TINY
 from .test_dcrec_train import write_split
+from .test_run_safety import clean_env
 
 ROOT = Path(__file__).resolve().parents[2]
 KILLED = -9
@@ -55,7 +55,7 @@ TRAINERS: dict[str, tuple[Callable[[Path, int], list[str]], str, str]] = {
 def _run(args: list[str], env: dict[str, str], fault: str = "", *extra: str) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", *args, "--log_with", "none", "--no-progress", *extra]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT,
-                          env={**os.environ, **env, "CL_PLUGINS_FAULT": fault})  # fmt: skip
+                          env=clean_env(**env, CL_PLUGINS_FAULT=fault))  # fmt: skip
 
 
 def _stable(value: Any) -> Any:

@@ -33,11 +33,16 @@ def own_cache(tmp_path_factory):
 PASSED_ON = ("PATH", "HOME", "PYTHONPATH", "VIRTUAL_ENV", "CL_PLUGINS_DATA", "CL_PLUGINS_CACHE", "CL_PLUGINS_OFFLINE")
 
 
-def _run(cmd: list[str], fault: str = "") -> subprocess.CompletedProcess:
-    # one thread each: the property compares bits, and a run's reductions must not depend on the machine's load
+def clean_env(**values: str) -> dict[str, str]:
+    """The environment of a run whose result is compared bit for bit with another's: only :data:`PASSED_ON`, and
+    one thread (its reductions must not depend on the machine), then ``values``."""
     env = {k: os.environ[k] for k in PASSED_ON if k in os.environ}
-    env.update(CL_PLUGINS_FAULT=fault, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
+    return {**env, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", **values}
+
+
+def _run(cmd: list[str], fault: str = "") -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT,
+                          env=clean_env(CL_PLUGINS_FAULT=fault))  # fmt: skip
 
 
 # ---------------------------------------------------------------------------- the folder primitive
