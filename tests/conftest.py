@@ -1,6 +1,28 @@
 """Tests never reach the network for data: registered datasets that are missing stay missing (the download
-tests serve their files from 127.0.0.1 and lift this for themselves)."""
+tests serve their files from 127.0.0.1 and lift this for themselves).
+
+``--device cuda`` (default: cpu) runs the device tests (``tests/test_device.py``) with their tensors on that
+device, compared with float64 references computed on the CPU."""
 
 import os
 
+import pytest
+import torch
+
 os.environ.setdefault("CL_PLUGINS_OFFLINE", "1")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--device", default="cpu", help="device of the device tests' tensors (default: cpu)")
+
+
+@pytest.fixture(scope="session")
+def device(request: pytest.FixtureRequest) -> torch.device:
+    name = request.config.getoption("--device")
+    try:
+        dev = torch.device(name)
+    except RuntimeError as exc:
+        raise pytest.UsageError(f"--device {name!r}: {exc}") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise pytest.UsageError(f"--device {name}: this torch sees no CUDA device (torch.cuda.is_available() is False)")
+    return dev

@@ -64,7 +64,7 @@ def _assert_same(a, b, rtol: float, atol: float) -> None:  # type: ignore[no-unt
 @pytest.fixture(params=["many-tiles", "one-tile"])
 def tiles(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     if request.param == "many-tiles":  # 4-row blocks x 5-column tiles: exclusions and positives cross tile edges
-        monkeypatch.setattr(streaming, "tile_sizes", lambda rows, cols: (min(rows, 4), min(cols, 5)))
+        monkeypatch.setattr(streaming, "tile_sizes", lambda rows, cols, device=None: (min(rows, 4), min(cols, 5)))
     return request.param
 
 
@@ -137,7 +137,7 @@ def test_double_backward_is_refused_and_retain_graph_works() -> None:
 
 
 def test_no_saved_tensor_is_as_large_as_the_logit_matrix(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(streaming, "tile_sizes", lambda rows, cols: (min(rows, 16), min(cols, 16)))
+    monkeypatch.setattr(streaming, "tile_sizes", lambda rows, cols, device=None: (min(rows, 16), min(cols, 16)))
     n, dim = 64, 8  # simclr: A = M = 128, so [A, M] has 16384 entries
     for name in ("infonce", "dystress", "temperature_free", "dual_temperature"):
         sizes: list[int] = []
@@ -162,3 +162,14 @@ def test_kernel_choice(monkeypatch: pytest.MonkeyPatch) -> None:
         clp.build_loss("infonce", fused=False)
     with pytest.raises(ValueError, match="kernel"):
         clp.build_loss("infonce", kernel="flash")
+
+
+def test_tiles_are_sized_for_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    cpu = torch.device("cpu")
+    assert streaming.tile_sizes(16384, 32768, cpu) == (1024, 1024)
+    assert streaming.tile_sizes(100, 30, cpu) == (100, 30)
+    gpu = torch.device("cuda", 0)
+    for free, expected in ((80 << 30, (16384, 16384)), (4 << 30, (4096, 16384)), (1 << 20, (64, 16384))):
+        monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device, f=free: (f, 80 << 30))
+        assert streaming.tile_sizes(65536, 131072, gpu) == expected, free
+    assert streaming.tile_sizes(8, 10, gpu) == (8, 10)  # never larger than the matrix

@@ -29,6 +29,11 @@ NEG_INF = float("-inf")
 #: cores at N = 16384: 1024 x 1024 tiles 6.1 s, 512 x 512 tiles 6.7 s (docs/benchmarks.md)
 TILE_ELEMENTS = 1 << 20
 TILE_COLUMNS = 1024
+#: on a GPU a tile costs a few kernel launches whatever its size, so tiles grow with the free memory: up to
+#: 1 << 28 elements (1 GiB of float32), a tile and its temporaries within 1 / GPU_MEMORY_SHARE of what is free
+GPU_TILE_ELEMENTS = 1 << 28
+GPU_TILE_COLUMNS = 16384
+GPU_MEMORY_SHARE = 16
 
 
 Pair = tuple[torch.Tensor, torch.Tensor]
@@ -63,10 +68,16 @@ class _Plan:
     cols: int
 
 
-def tile_sizes(n_rows: int, n_cols: int) -> tuple[int, int]:
-    """(rows per block R, columns per tile T)."""
-    width = min(n_cols, TILE_COLUMNS)
-    return min(n_rows, max(64, TILE_ELEMENTS // width)), width
+def tile_sizes(n_rows: int, n_cols: int, device: torch.device | None = None) -> tuple[int, int]:
+    """(rows per block R, columns per tile T): 1024 x 1024 on the CPU; on a GPU as large as the free memory
+    allows (see ``GPU_TILE_ELEMENTS``), so that [A, M] logits of a few GiB take a handful of tiles."""
+    elements, columns = TILE_ELEMENTS, TILE_COLUMNS
+    if device is not None and device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        elements = max(TILE_ELEMENTS, min(GPU_TILE_ELEMENTS, free // (4 * GPU_MEMORY_SHARE)))
+        columns = GPU_TILE_COLUMNS
+    width = min(n_cols, columns)
+    return min(n_rows, max(64, elements // width)), width
 
 
 @dataclass
@@ -123,7 +134,7 @@ class _StreamingNegativeLSE(torch.autograd.Function):
     @staticmethod
     def forward(ctx, a, c, plan):  # type: ignore[override]
         with torch.autocast(device_type=a.device.type, enabled=False), torch.no_grad():
-            rows, width = tile_sizes(plan.rows, plan.cols)
+            rows, width = tile_sizes(plan.rows, plan.cols, a.device)
             stats = NegativeStats(a) if plan.logit_map is not None and plan.logit_map.with_stat is not None else None
             parts = [_row_block_forward(a[r0 : r0 + rows], c, r0, width, plan, stats)
                      for r0 in range(0, plan.rows, rows)]  # fmt: skip
@@ -147,7 +158,7 @@ class _StreamingNegativeLSE(torch.autograd.Function):
         with torch.autocast(device_type=a.device.type, enabled=False):
             grad_a = torch.zeros_like(a) if ctx.needs_input_grad[0] else None
             grad_c = torch.zeros_like(c) if ctx.needs_input_grad[1] else None
-            rows, width = tile_sizes(plan.rows, plan.cols)
+            rows, width = tile_sizes(plan.rows, plan.cols, a.device)
             for r0 in range(0, plan.rows, rows):
                 a_blk = a[r0 : r0 + rows]
                 centre, weight = lse[r0 : r0 + rows, None], grad[r0 : r0 + rows, None]

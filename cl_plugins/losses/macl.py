@@ -91,7 +91,9 @@ class MACLLoss(ContrastiveLoss):
 
     def temperature(self, alignment: torch.Tensor | float) -> torch.Tensor:
         """tau_a for a given alignment A (before the floor)."""
-        return self.tau0 * (1 + self.alpha * (torch.as_tensor(alignment) - self.a0))
+        if not isinstance(alignment, torch.Tensor):
+            alignment = torch.tensor(float(alignment))
+        return self.tau0 * (1 + self.alpha * (alignment - self.a0))
 
     def logits(self, sim: torch.Tensor, pairs: Pairs) -> torch.Tensor:
         if not self.adaptive:

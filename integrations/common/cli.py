@@ -116,6 +116,8 @@ def add_dataclass_arguments(
         default = (defaults or {}).get(f.name, default)
         required = default is MISSING
         kwargs: dict[str, Any] = dict(help=f.metadata.get("help", ""))
+        if "choices" in f.metadata:
+            kwargs["choices"] = f.metadata["choices"]
         type_name = str(f.type)
         if type_name in ("bool", "<class 'bool'>"):
             kwargs.update(action=argparse.BooleanOptionalAction, default=default)

@@ -30,6 +30,11 @@ class RunConfig:
     keep_checkpoints: int = field(default=1, metadata={"help": "checkpoints kept, the newest (0: all)"})
     log_with: str = field(default="tensorboard", metadata={"help": "Accelerate tracker (tensorboard, wandb, none)"})
     progress: bool = field(default=True, metadata={"help": "show progress bars"})
+    mixed_precision: str = field(
+        default="no",
+        metadata={"help": "autocast through Accelerate: no, fp16 or bf16 (on a GPU, or bf16 on the CPU)",
+                  "choices": ("no", "fp16", "bf16")},
+    )  # fmt: skip
 
 
 def seed_folder(seed: int) -> str:

@@ -204,13 +204,16 @@ def light_gcn(graph: ItemGraph, features: torch.Tensor, *, dropout: float = 0.0,
     """
     looped = graph.with_self_loops()
     keep = edge_keep_mask(looped.num_edges, dropout, features.device) if dropout > 0 else None
-    prop = propagation_matrix(looped, keep).to(features.dtype)
-    outputs = [features]
-    x = features
-    for _ in range(steps):
-        x = torch.sparse.mm(prop, x)
-        outputs.append(x)
-    return torch.stack(outputs, dim=1).mean(dim=1)
+    # in float32 at least, outside autocast: autocast runs sparse.mm in half precision, whose backward then
+    # meets the float32 propagation matrix and fails (found by the GPU check's bf16 run)
+    with torch.autocast(features.device.type, enabled=False):
+        x = features if features.dtype == torch.float64 else features.float()
+        prop = propagation_matrix(looped, keep).to(x.dtype)
+        outputs = [x]
+        for _ in range(steps):
+            x = torch.sparse.mm(prop, x)
+            outputs.append(x)
+        return torch.stack(outputs, dim=1).mean(dim=1).to(features.dtype)
 
 
 def neighbour_readout(

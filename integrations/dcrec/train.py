@@ -210,7 +210,7 @@ def run_seed(config: DCRecConfig, splits: DCRecSplits, seed: int) -> dict[str, A
     from torch.utils.data import DataLoader, TensorDataset
 
     out = Path(config.output_dir) / seed_folder(seed)
-    accelerator = make_accelerator(out, log_with=config.log_with)
+    accelerator = make_accelerator(out, mixed_precision=config.mixed_precision, log_with=config.log_with)
     set_seed(seed)
     model = build_model(config, splits)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)

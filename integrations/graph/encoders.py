@@ -87,7 +87,7 @@ class _BondGINConv(nn.Module):
         # CPU (index_put_ with accumulate), so two runs of one seed would differ in the last bits and then drift
         bonds = self.bond_type(edge_attr[:, 0]) + self.bond_direction(edge_attr[:, 1])
         messages = x.index_select(0, edge_index[0]) + bonds
-        aggregated = torch.zeros_like(x).index_add_(0, edge_index[1], messages)
+        aggregated = x.new_zeros(x.shape, dtype=messages.dtype).index_add_(0, edge_index[1], messages)  # x may be half
         return self.mlp(aggregated)
 
 

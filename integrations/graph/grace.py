@@ -163,7 +163,7 @@ def run_seed(config: GraceConfig, seed: int, dataset: Any) -> dict[str, Any]:
 
     s = settings(config)
     out = Path(config.output_dir) / seed_folder(seed)
-    accelerator = make_accelerator(out, log_with=config.log_with)
+    accelerator = make_accelerator(out, mixed_precision=config.mixed_precision, log_with=config.log_with)
     set_seed(seed)
     model = build_model(config, dataset.num_features)
     optimizer = torch.optim.Adam(model.parameters(), lr=s["lr"], weight_decay=s["weight_decay"])

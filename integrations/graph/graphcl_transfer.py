@@ -97,7 +97,7 @@ def pretrain(config: TransferConfig) -> dict[str, torch.Tensor]:
     from torch_geometric.loader import DataLoader
 
     out = Path(config.output_dir)
-    accelerator = make_accelerator(out / "pretrain", log_with=config.log_with)
+    accelerator = make_accelerator(out / "pretrain", mixed_precision=config.mixed_precision, log_with=config.log_with)
     set_seed(config.pretrain_seed)
     root = Path(config.data_root) if config.data_root else None
     graphs = zinc_graphs(root, config.pretrain_molecules or None)

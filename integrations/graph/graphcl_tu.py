@@ -75,7 +75,7 @@ def run_seed(config: TUConfig, seed: int, dataset: Any) -> dict[str, Any]:
     from torch_geometric.loader import DataLoader
 
     out = Path(config.output_dir) / seed_folder(seed)
-    accelerator = make_accelerator(out, log_with=config.log_with)
+    accelerator = make_accelerator(out, mixed_precision=config.mixed_precision, log_with=config.log_with)
     set_seed(seed)
     model = build_model(config, dataset.num_features)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)

@@ -80,7 +80,6 @@ class MSCConfig(RunConfig):
     train_per_class: int = field(default=0, metadata={"help": "normal training images used (0: all 5,000)"})
     test_per_class: int = field(default=0, metadata={"help": "test images per class (0: all 1,000)"})
     data_root: str = field(default="", metadata={"help": "folder holding images/... (default: $CL_PLUGINS_DATA)"})
-    mixed_precision: str = field(default="no", metadata={"help": "no, fp16 or bf16"})
     output_dir: str = output_dir_field("outputs/msc", "a class<c>_seed_<s>/ folder per one-class run, results.json")
 
 

@@ -92,6 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="encoder dropout, the augmentation (MACL's SimCSE setting: 0.2; -1 keeps the model's)",
     )
     parser.add_argument("--seed", type=int, default=42, help="seed of training")
+    parser.add_argument(
+        "--mixed_precision", default="no", choices=["no", "fp16", "bf16"], help="autocast in training (default: no)"
+    )
     parser.add_argument("--skip_before", action="store_true", help="do not evaluate the starting model")
     parser.add_argument("--overwrite", action="store_true", help="replace what --output_dir holds (default: refuse)")
     return parser
@@ -123,7 +126,8 @@ def resolve(args: argparse.Namespace) -> Job:
     config = TrainConfig(
         model=model, train_file=args.train_file or str(wiki_file(args.paper)), output_dir=args.output_dir,
         loss=args.loss, loss_args=parse_loss_args(args.loss_arg), temp=args.temp, batch_size=args.batch_size,
-        max_seq_length=32, seed=args.seed, dropout=dropout, epochs=1.0, learning_rate=3e-5, overwrite=args.overwrite,
+        max_seq_length=32, seed=args.seed, mixed_precision=args.mixed_precision, dropout=dropout, epochs=1.0,
+        learning_rate=3e-5, overwrite=args.overwrite,
         **cfg,
     )  # fmt: skip
     label = Path(model).name if args.model or args.paper else "all-MiniLM-L6-v2"

@@ -62,7 +62,6 @@ class TrainConfig(RunConfig):
     max_steps: int = field(default=-1, metadata={"help": "stop after this many optimizer steps (-1: epochs)"})
     max_train_samples: int = field(default=-1, metadata={"help": "use only the first N training items (-1: all)"})
     gradient_accumulation_steps: int = field(default=1, metadata={"help": "micro-batches per optimizer step"})
-    mixed_precision: str = field(default="no", metadata={"help": "no, fp16 or bf16"})
     seed: int = field(default=42, metadata={"help": "seed of initialisation, data order and dropout"})
     eval_steps: int = field(default=125, metadata={"help": "STS-B dev evaluation every N steps (0: never)"})
     save_steps: int = field(default=0, metadata={"help": "full training-state checkpoint every N steps (0: never)"})

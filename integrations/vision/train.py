@@ -78,7 +78,6 @@ class VisionConfig(RunConfig):
     knn_t: float = field(default=0.1, metadata={"help": "kNN monitor temperature"})
     eval_every: int = field(default=10, metadata={"help": "kNN evaluation every N epochs (0: only at the end)"})
     linear_epochs: int = field(default=100, metadata={"help": "linear-probe epochs at the end (0: skip)"})
-    mixed_precision: str = field(default="no", metadata={"help": "no, fp16 or bf16"})
     seed: int = field(default=0, metadata={"help": "seed of initialisation, data order and augmentation"})
     output_dir: str = output_dir_field("outputs/vision", "checkpoints, backbone/, results.json")
     checkpoint_every: int = field(default=1, metadata={"help": "checkpoint every N epochs (and at the end)"})

@@ -88,6 +88,13 @@ def test_light_gcn_is_dgl_graphconv_both_norm():
     expected = (x.numpy() + h1 + h2) / 3
     np.testing.assert_allclose(light_gcn(graph, x).numpy(), expected, rtol=1e-6)
     assert looped.num_edges == graph.num_edges + 5  # a second self-loop beside the diagonal edge
+    # under autocast (the GPU check's bf16 run): float32 inside, so the backward works and the value holds
+    weights = x.float().requires_grad_()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = light_gcn(graph, weights)
+        (out @ torch.ones(3, 2)).sum().backward()
+    assert out.dtype == torch.float32 and torch.isfinite(weights.grad).all()
+    np.testing.assert_allclose(out.detach().numpy(), expected, rtol=1e-5)
 
 
 def test_edge_dropout_zeroes_weights_but_keeps_degrees():

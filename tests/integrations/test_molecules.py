@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 pytest.importorskip("rdkit")
 pytest.importorskip("torch_geometric")
@@ -71,3 +72,19 @@ def test_moleculenet_csv_reader(tmp_path):
     bad.write_text("foo,bar\n1,2\n")
     with pytest.raises(ValueError, match="SMILES column"):
         read_moleculenet_csv(bad)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_molecule_gin_runs_under_autocast(dtype):
+    """A layer's half-precision output meets the float32 bond embeddings (the GPU check's bf16 run of GraphCL
+    transfer failed here: index_add_ into a buffer of the atoms' dtype)."""
+    from integrations.graph.encoders import MoleculeGIN
+
+    torch.manual_seed(0)
+    g = smiles_to_graph("c1ccccc1CCO")
+    model = MoleculeGIN(num_layers=3, emb_dim=16)
+    with torch.autocast("cpu", dtype=dtype):
+        h = model(g.x, g.edge_index, g.edge_attr)
+    h.float().sum().backward()
+    assert h.shape == (9, 16) and torch.isfinite(h.float()).all()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)

@@ -1,0 +1,241 @@
+"""The prepared GPU check: the device tests, every trainer's smallest real run in bf16, the loss table, and
+checkpoints saved on the GPU for the CPU suite, in one time-boxed command.
+
+Everything it measures goes to ``--out`` as it comes: ``gpu_check.json`` (all of it), ``gpu_check.md`` (the
+tables), ``logs.txt`` (what failed, with its output), ``cuda_checkpoints.tar.gz`` (the saved runs).
+
+Only the working tree travels to a GPU machine (64 MiB at most), so the data and upstream files it needs are
+bundled first, here, into an ignored folder that the call carries::
+
+    python benchmarks/gpu_check.py --make_bundle .gpu_bundle [--wheels DIR]   # here (data, upstream, wheels)
+    # there, with carry=[".gpu_bundle"]:
+    python benchmarks/gpu_check.py --device cuda --bundle .gpu_bundle --out $OUT --budget_s 500
+
+``--wheels DIR`` adds the Python wheels the GPU image lacks (``datasets``, ``dill``, ``multiprocess`` for the text
+trainers; ``rdkit`` for GraphCL transfer, if it fits); they are installed there into a folder on PYTHONPATH.
+On the CPU (CI): ``python benchmarks/gpu_check.py --device cpu --quick --out DIR`` runs a slice of each part.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import gpu_trainers  # noqa: E402
+
+#: data-pack paths the trainers read (relative to CL_PLUGINS_DATA), and the upstream file of the loss table
+BUNDLE_DATA = (
+    "MANIFEST.md",
+    "sentence/simcse/wiki1m_for_simcse.head.txt",
+    "sentence/simcse/snli_devtest_triples_for_simcse.csv",
+    "sentence/SentEval/data/downstream/STS/STSBenchmark",
+    "bias",
+    "graphs/tu/MUTAG",
+    "graphs/planetoid/Cora",
+    "molecules/dataset/bace",
+    "molecules/zinc",
+    "recsys/dcrec/dataset/beauty",
+    "images/cifar10-jpg",
+)
+BUNDLE_UPSTREAM = ("open_clip",)
+
+
+def make_bundle(target: Path, data: Path, upstream: Path, wheels: Path | None) -> None:
+    """Copy what the check reads into ``target`` (its ``data/``, ``upstream/`` and ``wheels/``)."""
+    if target.exists():
+        shutil.rmtree(target)
+    for rel in BUNDLE_DATA:
+        src, dst = data / rel, target / "data" / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if src.is_dir() else shutil.copy2)(src, dst)
+    for rel in BUNDLE_UPSTREAM:
+        shutil.copytree(upstream / rel, target / "upstream" / rel)
+    if wheels:
+        shutil.copytree(wheels, target / "wheels")
+    size = sum(p.stat().st_size for p in target.rglob("*") if p.is_file())
+    print(f"{target}: {size / 2**20:.1f} MiB (the working tree and this folder travel, 64 MiB at most)")
+
+
+def install_wheels(bundle: Path, work: Path) -> str | None:
+    """Install the bundle's wheels into a folder of ``work``; the folder (for PYTHONPATH), or None."""
+    wheels = sorted((bundle / "wheels").glob("*.whl")) if bundle else []
+    if not wheels:
+        return None
+    site = work / "site"
+    cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile", "--target",
+           str(site), *map(str, wheels)]  # fmt: skip
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode:  # the parts that need them fail and say so; the rest of the check runs
+        print(f"the bundle's wheels did not install: {res.stderr.strip()[-500:]}", file=sys.stderr)
+        return None
+    return str(site)
+
+
+class Report:
+    """The check's results, rewritten to ``out`` after every addition (a time-out loses nothing written)."""
+
+    def __init__(self, out: Path) -> None:
+        self.out, self.data = out, {"started": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+        out.mkdir(parents=True, exist_ok=True)
+
+    def set(self, key: str, value: Any) -> None:
+        self.data[key] = value
+        self.write()
+
+    def append(self, key: str, value: Any) -> None:
+        self.data.setdefault(key, []).append(value)
+        self.write()
+
+    def log(self, title: str, text: str) -> None:
+        with open(self.out / "logs.txt", "a") as f:
+            f.write(f"\n===== {title}\n{text}\n")
+
+    def write(self) -> None:
+        tmp = self.out / ".gpu_check.json.tmp"
+        tmp.write_text(json.dumps(self.data, indent=1, default=str))
+        tmp.replace(self.out / "gpu_check.json")
+        (self.out / "gpu_check.md").write_text(markdown(self.data))
+
+
+def environment(device: str) -> dict[str, Any]:
+    import torch
+
+    versions = {}
+    for name in ("transformers", "accelerate", "torch_geometric", "lightning", "sentence_transformers", "triton",
+                 "datasets", "rdkit"):  # fmt: skip
+        try:
+            versions[name] = __import__(name).__version__
+        except Exception as exc:  # absent there, or broken: both worth knowing
+            versions[name] = f"not importable ({type(exc).__name__})"
+    env = {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,
+           "device": device, "cpus": os.cpu_count(), "versions": versions}  # fmt: skip
+    if device.startswith("cuda"):
+        props = torch.cuda.get_device_properties(0)
+        env["gpu"] = {"name": props.name, "memory_gib": round(props.total_memory / 2**30, 1),
+                      "multiprocessors": props.multi_processor_count}  # fmt: skip
+    return env
+
+
+def device_tests(device: str, quick: bool, budget_s: float, report: Report, env: dict[str, str]) -> None:
+    """``pytest tests/test_device.py --device DEVICE`` (and, off the quick path, the framework recipes, whose
+    frameworks pick the GPU themselves), within ``budget_s`` together; pass/fail counts from the JUnit XML."""
+    import xml.etree.ElementTree as ET
+
+    for name, targets in (("device tests", ["tests/test_device.py"]),
+                          ("framework recipes", ["tests/integrations/test_framework_recipes.py"])):  # fmt: skip
+        if quick and name == "framework recipes":
+            continue
+        if name != "device tests":
+            budget_s -= sum(r.get("seconds", 0) for r in report.data.get("tests", []))
+        xml = report.out / ".junit.xml"
+        cmd = [sys.executable, "-m", "pytest", *targets, "--device", device, "-q", "-p", "no:cacheprovider",
+               f"--junitxml={xml}", *(["-k", "infonce or macl"] if quick else [])]  # fmt: skip
+        t0 = time.monotonic()
+        try:
+            res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=budget_s, env=env)
+            suite = ET.parse(xml).getroot().find("testsuite") if xml.exists() else None
+            counts = {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")} if suite else {}
+            row = {"part": name, "returncode": res.returncode, **counts}
+            if res.returncode:
+                report.log(f"pytest {name}", res.stdout[-20000:] + res.stderr[-5000:])
+        except subprocess.TimeoutExpired:
+            row = {"part": name, "error": f"time box of {budget_s:.0f} s ran out"}
+        row["seconds"] = round(time.monotonic() - t0, 1)
+        xml.unlink(missing_ok=True)
+        report.append("tests", row)
+
+
+def markdown(data: dict[str, Any]) -> str:
+    lines = [f"# GPU check, {data['started']}", "", "```", json.dumps(data.get("environment", {}), indent=1), "```"]
+    for key, cols in (("tests", ["part", "tests", "failures", "errors", "skipped", "seconds", "error"]),
+                      ("trainers", ["trainer", "returncode", "seconds", "result", "error"]),
+                      ("loss_table", ["strategy", "kernel", "n", "d", "dtype", "ms", "x_bound", "peak_mib",
+                                      "error"])):  # fmt: skip
+        rows = data.get(key, [])
+        if rows:
+            lines += ["", f"## {key}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+            lines += ["| " + " | ".join(str(r.get(c, "")) for c in cols) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def loss_table(device: str, quick: bool, deadline: float, upstream: Path | None, report: Report) -> None:
+    import torch
+
+    from benchmarks import gpu_loss_table
+
+    bound: dict[tuple, float] = {}
+
+    def record(row: dict[str, Any]) -> None:
+        key = (row["n"], row["d"], row["dtype"])
+        if row["strategy"] == "matmul x4" and "ms" in row:
+            bound[key] = row["ms"]
+        if "ms" in row and key in bound:
+            row["x_bound"] = round(row["ms"] / bound[key], 2)
+        report.append("loss_table", row)
+
+    sizes = [256] if quick else [4096, 16384, 65536, 131072]
+    dims = [32] if quick else [128, 512]
+    dtypes = [torch.float32] if quick else [torch.float32, torch.bfloat16]
+    dev, reps = torch.device(device), 1 if quick else 3
+    # the tile sweep first: it decides the streaming kernel's GPU tiles, and the table may run out of time
+    gpu_loss_table.tile_sweep(dev, 512 if quick else 65536, 32 if quick else 128, deadline, record, reps)
+    gpu_loss_table.table(dev, sizes, dims, dtypes, deadline, upstream, record, reps)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--device", default="cuda", help="cuda, cuda:N or cpu (default: cuda)")
+    p.add_argument("--out", type=Path, help="folder for gpu_check.json, gpu_check.md, logs.txt, checkpoints")
+    p.add_argument("--quick", action="store_true", help="a slice of every part (CI: --device cpu --quick)")
+    p.add_argument("--budget_s", type=float, default=500, help="time box of the whole check, seconds (default: 500)")
+    p.add_argument("--bundle", type=Path, help="the folder --make_bundle wrote (default: ../shared beside the repo)")
+    p.add_argument("--make_bundle", type=Path, help="write the bundle to this folder and stop")
+    p.add_argument("--wheels", type=Path, help="with --make_bundle: a folder of wheels to bundle")
+    p.add_argument("--skip", nargs="*", default=[], help="parts to leave out: tests, trainers, loss_table")
+    args = p.parse_args(argv)
+    if args.make_bundle is None and args.out is None:
+        p.error("--out is required (or --make_bundle)")
+    return args
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = parse_args(argv)
+    shared = ROOT.parent / "shared"
+    if args.make_bundle:
+        make_bundle(args.make_bundle, shared / "data", shared / "upstream", args.wheels)
+        return {}
+    deadline = time.monotonic() + args.budget_s
+    data = args.bundle / "data" if args.bundle else Path(os.environ.get("CL_PLUGINS_DATA", shared / "data"))
+    upstream = args.bundle / "upstream" if args.bundle else shared / "upstream"
+    report = Report(args.out)
+    work = Path(os.environ.get("TMPDIR", "/tmp")) / f"gpu_check_{os.getpid()}"
+    site = install_wheels(args.bundle, work) if args.bundle else None
+    env = gpu_trainers.child_env(data, work / "cache", site, args.device)
+    if site:
+        sys.path.insert(0, site)
+    report.set("environment", environment(args.device))
+    left = lambda: deadline - time.monotonic()  # noqa: E731
+    if "tests" not in args.skip:
+        device_tests(args.device, args.quick, min(150.0, 0.3 * left()), report, env)
+    if "trainers" not in args.skip:
+        gpu_trainers.run_all(args.quick, work, time.monotonic() + 0.55 * left(), report, env)
+    if "loss_table" not in args.skip:
+        loss_table(args.device, args.quick, deadline - 5, upstream, report)
+    report.set("finished", time.strftime("%Y-%m-%d %H:%M:%S %Z"))
+    shutil.rmtree(work, ignore_errors=True)
+    return report.data
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,45 @@
+"""The prepared GPU check runs on the CPU (``--device cpu --quick``), so that it never rots between GPUs: every
+part reports, nothing fails, the tables have their rows, and the packed checkpoints open."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+
+import pytest
+
+from benchmarks import gpu_check, gpu_trainers
+
+
+@pytest.mark.slow
+def test_quick_check_on_the_cpu(tmp_path, monkeypatch):
+    from tests.integrations.conftest import _data_root
+
+    if _data_root() is None:
+        pytest.skip("data pack not found: set CL_PLUGINS_DATA")
+    monkeypatch.setenv("CL_PLUGINS_DATA", str(_data_root()))
+    out = tmp_path / "out"
+    data = gpu_check.main(["--device", "cpu", "--quick", "--out", str(out), "--budget_s", "300"])
+    assert json.loads((out / "gpu_check.json").read_text()) == json.loads(json.dumps(data, default=str))
+    assert data["environment"]["device"] == "cpu" and "finished" in data
+    (tests,) = data["tests"]
+    assert tests["returncode"] == 0 and tests["tests"] > 50 and tests["failures"] == tests["errors"] == 0
+    assert {r["trainer"]: r.get("returncode") for r in data["trainers"]} == dict.fromkeys(
+        ["graphcl_tu", "graphcl_tu_short", "grace"], 0
+    )
+    assert 0 < data["trainers"][0]["result"]["accuracy_mean"] <= 100
+    table = data["loss_table"]
+    assert all("ms" in row for row in table), [row for row in table if "ms" not in row]
+    assert {row["strategy"] for row in table} >= {"matmul x4", "F.cross_entropy", "open_clip ClipLoss", "macl"}
+    assert all(row["x_bound"] > 0 for row in table if row["kernel"] != "stream" or "tiles" not in row["strategy"])
+    with tarfile.open(out / "cuda_checkpoints.tar.gz") as tar:
+        names = tar.getnames()
+    assert "graphcl_tu/seed_0/model/model.safetensors" in names
+    assert any(n.startswith("graphcl_tu_short/seed_0/checkpoints/step_") for n in names)
+    assert "| graphcl_tu | 0 |" in (out / "gpu_check.md").read_text()
+
+
+def test_headline_keeps_the_first_numbers_and_leaves_out_timings_and_settings():
+    results = {"settings": {"lr": 1.0}, "train_seconds": 3.0, "runs": [{"acc": 0.5, "ok": True, "seed": 1}], "mean": 2}
+    assert gpu_trainers.headline(results) == {"runs.0.acc": 0.5, "mean": 2.0}
+    assert len(gpu_trainers.headline({"x": list(range(10))}, limit=3)) == 3
