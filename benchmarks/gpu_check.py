@@ -96,6 +96,7 @@ class Report:
     def append(self, key: str, value: Any) -> None:
         self.data.setdefault(key, []).append(value)
         self.write()
+        print(key, json.dumps(value, default=str)[:300], flush=True)
 
     def log(self, title: str, text: str) -> None:
         with open(self.out / "logs.txt", "a") as f:
