@@ -170,7 +170,8 @@ def markdown(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def loss_table(device: str, quick: bool, deadline: float, upstream: Path | None, report: Report) -> None:
+def loss_table(device: str, quick: bool, deadline: float, upstream: Path | None, report: Report,
+               sizes: list[int] | None = None, dims: list[int] | None = None, tile_sweep: bool = True) -> None:
     import torch
 
     from benchmarks import gpu_loss_table
@@ -185,12 +186,13 @@ def loss_table(device: str, quick: bool, deadline: float, upstream: Path | None,
             row["x_bound"] = round(row["ms"] / bound[key], 2)
         report.append("loss_table", row)
 
-    sizes = [256] if quick else [4096, 16384, 65536, 131072]
-    dims = [32] if quick else [128, 512]
+    sizes = sizes or ([256] if quick else [4096, 16384, 65536, 131072])
+    dims = dims or ([32] if quick else [128, 512])
     dtypes = [torch.float32] if quick else [torch.float32, torch.bfloat16]
     dev, reps = torch.device(device), 1 if quick else 3
     # the tile sweep first: it decides the streaming kernel's GPU tiles, and the table may run out of time
-    gpu_loss_table.tile_sweep(dev, 512 if quick else 65536, 32 if quick else 128, deadline, record, reps)
+    if tile_sweep:
+        gpu_loss_table.tile_sweep(dev, 512 if quick else 65536, 32 if quick else 128, deadline, record, reps)
     gpu_loss_table.table(dev, sizes, dims, dtypes, deadline, upstream, record, reps)
 
 
@@ -203,7 +205,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--bundle", type=Path, help="the folder --make_bundle wrote (default: ../shared beside the repo)")
     p.add_argument("--make_bundle", type=Path, help="write the bundle to this folder and stop")
     p.add_argument("--wheels", type=Path, help="with --make_bundle: a folder of wheels to bundle")
-    p.add_argument("--skip", nargs="*", default=[], help="parts to leave out: tests, trainers, loss_table")
+    p.add_argument("--skip", nargs="*", default=[], help="parts to leave out: tests, trainers, tile_sweep, loss_table")
+    p.add_argument("--sizes", type=int, nargs="+", help="the loss table's N (default: 4096 16384 65536 131072)")
+    p.add_argument("--dims", type=int, nargs="+", help="the loss table's D (default: 128 512)")
     args = p.parse_args(argv)
     if args.make_bundle is None and args.out is None:
         p.error("--out is required (or --make_bundle)")
@@ -232,7 +236,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if "trainers" not in args.skip:
         gpu_trainers.run_all(args.quick, work, time.monotonic() + 0.55 * left(), report, env)
     if "loss_table" not in args.skip:
-        loss_table(args.device, args.quick, deadline - 5, upstream, report)
+        loss_table(args.device, args.quick, deadline - 5, upstream, report, args.sizes, args.dims,
+                   "tile_sweep" not in args.skip)
     report.set("finished", time.strftime("%Y-%m-%d %H:%M:%S %Z"))
     shutil.rmtree(work, ignore_errors=True)
     return report.data

@@ -138,7 +138,7 @@ def table(device: torch.device, sizes: list[int], dims: list[int], dtypes: list[
     """Measure every row of every shape, smallest first, until ``deadline`` (``time.monotonic()``); each result
     is handed to ``record`` as it comes. A kernel out of memory at one N is not tried at larger N."""
     clip_loss, failed = load_clip_loss(upstream), set()
-    kernels = ("dense", "fused", "stream")
+    kernels = ("auto", "dense", "fused", "stream")
     for n in sizes:
         for dim in dims:
             for dtype in dtypes:

@@ -28,6 +28,10 @@ KERNELS = ("auto", "dense", "fused", "stream")
 #: ``kernel="auto"`` streams a block from this many [A, M] entries on (a 1 GiB float32 buffer: N = 8192 in the
 #: SimCLR layout); below, the one-buffer kernel is a few percent faster on CPU (docs/benchmarks.md)
 STREAM_FROM_ELEMENTS = 1 << 28
+#: on a GPU, ``kernel="auto"`` runs the dense path below this many entries and streams from there; the one-buffer
+#: kernel is 3 to 15 times slower than both there (H100, docs/gpu.md: at N = 16384 in CLIP's layout, dense 30 ms,
+#: streaming 26 ms with a sixth of the memory, fused 110 to 1100 ms; at N = 4096, dense 3.7 ms, streaming 6 ms)
+CUDA_STREAM_FROM_ELEMENTS = 1 << 26
 
 
 class ContrastiveLoss(nn.Module):
@@ -50,9 +54,9 @@ class ContrastiveLoss(nn.Module):
             ``"dense"`` (autograd on the matrix; the only one that can be differentiated twice),
             ``"fused"`` (one [A, M] buffer, :mod:`cl_plugins.kernels.fused`; a per-pair map without an explicit
             derivative streams), ``"stream"`` (tiles recomputed in backward, no [A, M] buffer:
-            :mod:`cl_plugins.kernels.streaming`), or ``"auto"`` (default: ``"fused"`` below
-            :data:`STREAM_FROM_ELEMENTS` entries, ``"stream"`` from there). Every strategy but AMCL (which has its
-            own kernel) runs on both.
+            :mod:`cl_plugins.kernels.streaming`), or ``"auto"`` (default: on the CPU ``"fused"`` below
+            :data:`STREAM_FROM_ELEMENTS` entries, on a GPU ``"dense"`` below :data:`CUDA_STREAM_FROM_ELEMENTS`;
+            ``"stream"`` from there). Every strategy but AMCL (which has its own kernel) runs on all three.
 
     Distributed semantics (``forward`` with ``gather_distributed=True``): the returned value is
     the loss of the global batch on every rank, and its gradient is scaled so that DDP's
@@ -255,6 +259,8 @@ class ContrastiveLoss(nn.Module):
             return "dense"
         if self.kernel in ("stream", "fused"):
             return self.kernel
+        if block.anchors.device.type == "cuda":
+            return "stream" if block.size >= CUDA_STREAM_FROM_ELEMENTS else "dense"
         return "stream" if block.size >= STREAM_FROM_ELEMENTS else "fused"
 
     def block_loss(self, block: PairBlock) -> torch.Tensor:

@@ -51,7 +51,7 @@ def _run(loss_fn: clp.ContrastiveLoss, layout: str, data: dict[str, torch.Tensor
          dtype: torch.dtype) -> tuple[torch.Tensor, list[torch.Tensor], dict[str, float]]:  # fmt: skip
     """Loss, gradients (inputs, then the strategy's parameters) and diagnostics, computed on ``device``."""
     loss_fn = loss_fn.to(device=device, dtype=dtype)
-    leaves = {k: v.to(device=device, dtype=dtype).requires_grad_(k != "queue") for k, v in data.items()}
+    leaves = {k: v.detach().to(device=device, dtype=dtype).requires_grad_(k != "queue") for k, v in data.items()}
     extra = {k: leaves[k] for k in LAYOUTS[layout][1]}
     loss = loss_fn(leaves["z1"], leaves["z2"], **extra)
     inputs = [leaves["z1"], leaves["z2"]] + ([leaves["hard_negatives"]] if "hard_negatives" in extra else [])
@@ -142,3 +142,17 @@ def test_no_tensor_is_created_without_a_device_on_the_per_step_path(name, layout
         clp.after_optimizer_step(loss_fn)
         stats = loss_fn.stats
     assert loss.device.type == "cpu" and stats
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("name", clp.available_losses())
+def test_half_precision_features_without_autocast(device, name, dtype):
+    """Features of a model cast to half precision (``model.half()``, no autocast): the loss upcasts them (AMCL's
+    float32 heads refused them until the GPU check's bf16 loss table ran into it)."""
+    loss_fn, data = _build(name, "simclr"), _inputs()
+    expected = _run(copy.deepcopy(loss_fn), "simclr", data, torch.device("cpu"), torch.float64)
+    z1, z2 = (data[k].to(device, dtype).requires_grad_() for k in ("z1", "z2"))
+    loss = loss_fn.to(device)(z1, z2)
+    loss.backward()
+    assert loss.dtype == torch.float32 and z1.grad.dtype == dtype and torch.isfinite(z1.grad).all()
+    assert float(loss.detach()) == pytest.approx(float(expected[0]), rel=2e-2)

@@ -5,6 +5,8 @@ tensor."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
@@ -158,6 +160,12 @@ def test_kernel_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     assert clp.build_loss("dystress").block_kernel(block) == "fused"
     assert clp.build_loss("temperature_free", kernel="dense").block_kernel(block) == "dense"
     assert clp.build_loss("amcl", dim=4).block_kernel(block) == "dense"  # AMCL runs its own kernel
+    # on a GPU: dense below CUDA_STREAM_FROM_ELEMENTS (the one-buffer kernel is slow there), streaming from it
+    for size, expected in ((base.CUDA_STREAM_FROM_ELEMENTS - 1, "dense"), (base.CUDA_STREAM_FROM_ELEMENTS, "stream")):
+        on_gpu = SimpleNamespace(size=size, anchors=SimpleNamespace(device=torch.device("cuda", 0)))
+        assert clp.build_loss("macl").block_kernel(on_gpu) == expected
+        assert clp.build_loss("dystress").block_kernel(on_gpu) == expected
+        assert clp.build_loss("macl", kernel="fused").block_kernel(on_gpu) == "fused"  # asked for: given
     with pytest.raises(TypeError, match="unexpected argument"):  # fused= was never released: gone
         clp.build_loss("infonce", fused=False)
     with pytest.raises(ValueError, match="kernel"):

@@ -209,6 +209,11 @@ class AMCLLoss(ContrastiveLoss):
                 check_feature_dim(hard_negatives, self.dim, "hard_negatives", f"dim={self.dim}")
         self._stats = {}
         total: torch.Tensor | None = None
+        # half-precision features from a half-precision backbone meet float32 heads (a GPU check finding);
+        # under autocast the heads' products still run in half precision
+        dtype = next(self.heads.parameters()).dtype
+        z1, z2 = z1.to(dtype), z2.to(dtype)
+        hard_negatives = None if hard_negatives is None else hard_negatives.to(dtype)
         for c, head in enumerate(self.heads):
             p1, p2 = head(z1), head(z2)
             hard = None if hard_negatives is None else head(hard_negatives)  # projected like the views
