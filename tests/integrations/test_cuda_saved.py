@@ -31,8 +31,9 @@ def test_a_run_saved_on_the_gpu_resumes_on_the_cpu(data_root, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(SAVED / "graphcl_tu_short", run)
     before = saved_model.read(run / "seed_0" / "model", ["graphcl_tu"], "run model").weights
-    res = subprocess.run([*_graph_cmd(run, 3), "--resume"], capture_output=True, text=True, timeout=600, cwd=ROOT,
-                         env=clean_env(CL_PLUGINS_DATA=str(data_root), CL_PLUGINS_CACHE=str(tmp_path / "cache")))  # fmt: skip
+    env = clean_env(CL_PLUGINS_DATA=str(data_root), CL_PLUGINS_CACHE=str(tmp_path / "cache"))
+    cmd = [*_graph_cmd(run, 3), "--resume"]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
     assert res.returncode == 0, res.stderr[-3000:]
     assert (run / "seed_0" / "checkpoints" / "step_9").is_dir()  # 3 epochs of 3 steps: two on the GPU, one here
     after = saved_model.read(run / "seed_0" / "model", ["graphcl_tu"], "run model").weights
