@@ -49,6 +49,10 @@ BUNDLE_DATA = (
     "images/cifar10-jpg",
 )
 BUNDLE_UPSTREAM = ("open_clip",)
+#: the adapters' parity tests that take ``--device`` (module, test): against open_clip's ClipLoss (bundled),
+#: sentence-transformers' MNRL and a hand-written cross-entropy, on the GPU
+PARITY = (("openclip", "infonce_is_clip_loss"), ("sentence_transformers", "infonce_is_mnrl"),
+          ("hf_trainer", "infonce_equals_cross_entropy_over_scaled_cosines"))
 
 
 def make_bundle(target: Path, data: Path, upstream: Path, wheels: Path | None) -> None:
@@ -130,12 +134,14 @@ def environment(device: str) -> dict[str, Any]:
 
 def device_tests(device: str, quick: bool, budget_s: float, report: Report, env: dict[str, str]) -> None:
     """``pytest tests/test_device.py --device DEVICE`` (and, off the quick path, the framework recipes, whose
-    frameworks pick the GPU themselves), within ``budget_s`` together; pass/fail counts from the JUnit XML."""
+    frameworks pick the GPU themselves, and the adapters' parity tests on the device), within ``budget_s``
+    together; pass/fail counts from the JUnit XML."""
     import xml.etree.ElementTree as ET
 
     for name, targets in (("device tests", ["tests/test_device.py"]),
-                          ("framework recipes", ["tests/integrations/test_framework_recipes.py"])):  # fmt: skip
-        if quick and name == "framework recipes":
+                          ("framework adapters", ["tests/integrations/test_framework_recipes.py",
+                                                  *[f"tests/integrations/test_{m}.py::test_{t}" for m, t in PARITY]])):
+        if quick and name == "framework adapters":
             continue
         if name != "device tests":
             budget_s -= sum(r.get("seconds", 0) for r in report.data.get("tests", []))
@@ -227,6 +233,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     work = Path(os.environ.get("TMPDIR", "/tmp")) / f"gpu_check_{os.getpid()}"
     site = install_wheels(args.bundle, work) if args.bundle else None
     env = gpu_trainers.child_env(data, work / "cache", site, args.device)
+    env["CL_PLUGINS_UPSTREAM"] = str(upstream.resolve())  # the parity tests' upstream files
     if site:
         sys.path.insert(0, site)
     report.set("environment", environment(args.device))

@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Literal
 import torch
 from torch import nn
 
-from .distributed import all_reduce_sum, is_distributed, refuse_on_every_rank, world_size
+from .distributed import ProcessesDisagree, all_reduce_sum, is_distributed, refuse_on_every_rank, world_size
 from .extension import LazyLogits, LogitMap, Pairs, softplus
 from .layouts import LAYOUTS, PairBlock, at_least_float32, build_blocks, unit_rows
 from .validation import ArgumentTypeError, check_choice, check_pair, check_range, check_similarity
@@ -178,28 +178,35 @@ class ContrastiveLoss(nn.Module):
             with torch.autocast(device_type=z1.device.type, enabled=False):
                 u1, u2 = (unit_rows(z, name if self.check_inputs else None) for z, name in ((z1, "z1"), (z2, "z2")))
                 queue, hard_negatives = _unit_if_tensor(queue), _unit_if_tensor(hard_negatives)
+            # the layout's own argument checks run before its first gather
+            blocks = self.blocks(u1, u2, queue=queue, hard_negatives=hard_negatives, normalized=True)
+        except ProcessesDisagree:
+            raise  # every rank raises this one together
         except (ValueError, TypeError):
-            if self.gather_distributed and is_distributed() and self.layout != "queue":
+            if self.gather_distributed and is_distributed():
                 refuse_on_every_rank()  # the other ranks wait in the first gather: they stop with this one
             raise
         self._stats = {}
-        blocks = self.blocks(u1, u2, queue=queue, hard_negatives=hard_negatives, normalized=True)
         per_anchor = torch.cat([self.block_loss(b) for b in blocks])
         return self._reduce(per_anchor, global_batch=True)
 
     def from_similarity(
-        self, sim: torch.Tensor, pos_mask: torch.Tensor, neg_mask: torch.Tensor | None = None
+        self, sim: torch.Tensor, pos_mask: torch.Tensor, neg_mask: torch.Tensor | None = None, *, average: str = "row"
     ) -> torch.Tensor:
         """Loss from a precomputed similarity matrix: the modality-agnostic seam.
 
-        A row with several positives averages its per-positive losses; each per-positive loss
-        has that positive and the row's negatives in its denominator (the other positives are
-        not negatives). Entries in neither mask are ignored (e.g. self-similarities).
+        Each positive pair (a, p) has its own loss, with that positive and the row's negatives in its
+        denominator (the other positives are not negatives). ``average="row"`` (default) averages a row's
+        pair losses, then the rows: every anchor weighs the same. ``average="pair"`` averages over all positive
+        pairs, as pytorch-metric-learning's ``NTXentLoss`` (its ``MeanReducer`` over pairs): a row with more
+        positives weighs more. The two agree when every row has the same number of positives. Entries in
+        neither mask are ignored (e.g. self-similarities).
 
         Shapes:
             sim: [A, M] raw cosine similarities in [-1, 1] (not divided by a temperature);
             pos_mask: [A, M] bool; neg_mask: [A, M] bool, default ``~pos_mask``.
-            Returns a scalar, or [A] with ``reduction="none"``.
+            Returns a scalar, or with ``reduction="none"`` [A] (``average="row"``) or [P] per positive pair in
+            row-major order (``average="pair"``).
 
         The reduction is over the rows given; distributed gathering is the caller's business,
         but batch statistics (MACL's alignment) are still all-reduced when distributed.
@@ -208,8 +215,9 @@ class ContrastiveLoss(nn.Module):
             neg = check_similarity(sim, pos_mask, neg_mask)
         else:
             neg = ~pos_mask if neg_mask is None else neg_mask
+        check_choice("average", average, ("row", "pair"))
         self._stats = {}
-        pairs = Pairs.from_masks(pos_mask, neg)
+        pairs = Pairs.from_masks(pos_mask, neg, average)
         per_anchor = self.pairs_loss(at_least_float32(sim), pairs)
         return self._reduce(per_anchor, global_batch=False)
 

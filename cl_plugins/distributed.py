@@ -26,7 +26,14 @@ __all__ = [
     "gather_no_grad",
     "all_reduce_sum",
     "scale_gradient",
+    "check_agreement",
+    "ProcessesDisagree",
 ]
+
+
+class ProcessesDisagree(ValueError):
+    """Raised on every rank at once when the ranks' calls disagree, or when one rank refused its own input (so no
+    rank may then send the refusal marker: every one is already past the first gather)."""
 
 
 def is_distributed() -> bool:
@@ -57,7 +64,7 @@ def _gather_sizes(x: torch.Tensor, tag: int = 0) -> list[int]:
         values = [r[column] for r in rows]
         if len(set(values)) > 1:
             shown = [_shown(what, v) for v in values]
-            raise ValueError(f"the processes disagree on the {what}: {shown} on ranks 0..{len(rows) - 1}; every "
+            raise ProcessesDisagree(f"the processes disagree on the {what}: {shown} on ranks 0..{len(rows) - 1}; every "
                              "process must call the loss with the same embedding width, dtype, strategy and layout")
     return [r[0] for r in rows]
 
@@ -74,8 +81,17 @@ def _exchange(descriptor: list[int], device: torch.device) -> list[list[int]]:
     rows = [t.tolist() for t in table]
     refused = [r for r, row in enumerate(rows) if row[3] == REFUSED]
     if refused and descriptor[3] != REFUSED:
-        raise ValueError(f"rank {refused[0]} refused its input (its own error says why); every process stops with it")
+        raise ProcessesDisagree(
+            f"rank {refused[0]} refused its input (its own error says why); every process stops with it"
+        )
     return rows
+
+
+def check_agreement(x: torch.Tensor, tag: int = 0) -> None:
+    """The agreement check of :func:`gather_with_grad` alone (one all-gather of four integers), for a call that
+    gathers nothing (``layout="queue"``): it is that call's first collective, so a refusal reaches it."""
+    if is_distributed():
+        _gather_sizes(x, tag)
 
 
 def refuse_on_every_rank() -> None:

@@ -164,6 +164,8 @@ class Pairs:
     exclude_cols: torch.Tensor | None = None
     neg_mask: torch.Tensor | None = None
     hard_cols: torch.Tensor | None = None
+    #: "row": a row's positives are averaged, then the rows; "pair": every positive pair counts once
+    average: str = "row"
 
     @classmethod
     def from_block(cls, block: PairBlock) -> Pairs:
@@ -173,11 +175,11 @@ class Pairs:
         return cls(rows, block.pos_cols, n, m, True, exclude_cols=block.exclude_cols, hard_cols=block.hard_cols)
 
     @classmethod
-    def from_masks(cls, pos_mask: torch.Tensor, neg_mask: torch.Tensor) -> Pairs:
+    def from_masks(cls, pos_mask: torch.Tensor, neg_mask: torch.Tensor, average: str = "row") -> Pairs:
         rows, cols = pos_mask.nonzero(as_tuple=True)
         n, m = pos_mask.shape
         single = rows.numel() == n  # every row has >= 1 positive, so == n means exactly one each
-        return cls(rows, cols, n, m, single, neg_mask=neg_mask)
+        return cls(rows, cols, n, m, single, neg_mask=neg_mask, average=average)
 
     def negative_logits(self, logits: torch.Tensor) -> torch.Tensor:
         """``logits`` with every non-negative entry set to -inf (applied after any scaling)."""
@@ -224,8 +226,9 @@ class Pairs:
         return out
 
     def per_anchor(self, pair_values: torch.Tensor) -> torch.Tensor:
-        """Average the values of each anchor's positives: [P] -> [A]."""
-        if self.single:
+        """Average the values of each anchor's positives: [P] -> [A] (``average="pair"``: [P] as they are, each
+        pair one term of the reduction)."""
+        if self.single or self.average == "pair":
             return pair_values
         sums = pair_values.new_zeros(self.n_rows).index_add(0, self.rows, pair_values)
         counts = torch.bincount(self.rows, minlength=self.n_rows).to(pair_values.dtype)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .distributed import gather_with_grad, is_distributed
+from .distributed import check_agreement, gather_with_grad, is_distributed
 from .extension import LazyLogits
 from .validation import check_embeddings, check_feature_dim, check_rows, check_same
 
@@ -267,5 +267,7 @@ def _build(
         check_embeddings(queue, "queue")
         check_same(z1, queue, ("z1", "queue"))
         check_feature_dim(queue, z1.shape[1], "queue", "z1")
+        if gather:
+            check_agreement(z1, tag)
         return _queue(z1, z2, symmetric, queue)
     raise ValueError(f"layout must be one of {list(LAYOUTS)}, got {layout!r}")

@@ -120,6 +120,23 @@ def check_rows(z: torch.Tensor, peak: torch.Tensor, name: str, allow_zero_rows: 
     )
 
 
+#: how far from 1 a row's norm may be for :func:`check_unit_rows` (features normalised in bf16 are ~4e-3 off)
+UNIT_NORM_TOLERANCE = 1e-2
+
+
+def check_unit_rows(z: torch.Tensor, name: str) -> None:
+    """Rows of unit L2 norm (features a model has normalised already), or one line naming the rows: a row of norm
+    1e-14 or 1e30 would otherwise give cosines of 0 or inf without an error. One O(N D) pass."""
+    with torch.no_grad():
+        norms = torch.linalg.vector_norm(z.detach(), dim=1, dtype=torch.promote_types(z.dtype, torch.float32))
+        bad = ~((norms - 1).abs() <= UNIT_NORM_TOLERANCE)  # NaN norms are bad too
+        if bool(bad.any()):
+            rows = bad.nonzero().flatten()[:5].tolist()
+            shown = ", ".join(f"{v:.3g}" for v in norms[rows].tolist())
+            raise ValueError(f"{name} must be L2-normalised (unit rows, as the model returns them): rows {rows} have "
+                             f"norms {shown}; normalise them first (F.normalize({name}, dim=-1))")  # fmt: skip
+
+
 def check_pair(
     z1: torch.Tensor, z2: torch.Tensor, names: tuple[str, str] = ("z1", "z2"), allow_zero_rows: bool = False,
     rows: bool = True,

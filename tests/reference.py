@@ -64,6 +64,18 @@ def enumerate_layout(layout, z1, z2, symmetric=False, queue=None, hard=None) -> 
     return groups
 
 
+def dclw(groups, tau, sigma):
+    """DCLW: DCL with the positive term weighted by w = 2 - P softmax(s_pos / sigma) over each group's pairs
+    (the weights carry no gradient)."""
+    losses = []
+    for group in groups:
+        s = torch.stack([an.s_pos for an in group]).detach()
+        w = 2 - len(group) * torch.softmax(s / sigma, dim=0)
+        for an, wa in zip(group, w):
+            losses.append(-wa * an.s_pos / tau + torch.logsumexp(torch.stack(an.s_neg) / tau, dim=0))
+    return torch.stack(losses)
+
+
 def _log_softmax_pos(pos_logit, neg_logits, decoupled=False):
     den = sum(torch.exp(x) for x in neg_logits)
     if not decoupled:

@@ -29,6 +29,8 @@ CASES = [
     ("infonce", {"hard_negative_weight": 0.2}, "cross_view", {"hard": True}),
     ("infonce", {}, "queue", {"symmetric": True}),
     ("dcl", {}, "simclr", {}),
+    ("dcl", {"sigma": 0.5}, "simclr", {}),  # DCLW: its weights' softmax spans the global batch
+    ("dcl", {"sigma": 0.5, "kernel": "stream"}, "queue", {"symmetric": True}),
     ("macl", {}, "simclr", {}),
     ("macl", {"tau0": 0.05, "alpha": 2.0, "a0": 0.8}, "cross_view", {}),
     ("macl", {}, "queue", {}),
@@ -244,12 +246,12 @@ def _disagreeing_rank(rank, world, case):
     """What each rank sees when the processes disagree (``case``), or its loss when they may differ (a local batch
     of 1 under cross_view)."""
     torch.manual_seed(rank)
-    width = 8 if case != "width" or rank == 0 else 6
+    width = 8 if not case.endswith("width") or rank == 0 else 6
     z1, z2 = torch.randn(4, width), torch.randn(4, width)
     layout = "cross_view" if case == "layout" and rank == 1 else "simclr"
     if case == "dtype" and rank == 1:
         z1, z2 = z1.double(), z2.double()
-    if case == "nan" and rank == 1:
+    if case.endswith("nan") and rank == 1:
         z1[2, 0] = float("nan")
     if case == "empty" and rank == 1:
         z1, z2 = z1[:0], z2[:0]
@@ -262,6 +264,13 @@ def _disagreeing_rank(rank, world, case):
             z1, z2 = torch.randn(3, 8, dtype=torch.float64), torch.randn(3, 8, dtype=torch.float64)
             rows = slice(0, 1) if rank == 0 else slice(1, 3)
             return float(clp.build_loss("infonce", layout="cross_view").double()(z1[rows], z2[rows]))
+        if case.startswith("queue_"):  # MoCo's layout gathers nothing: its agreement check is its first collective
+            clp.build_loss("macl", layout="queue")(z1, z2, queue=torch.randn(5, width))
+            return "no error"
+        if case == "hard_shape":  # a layout's own argument check, on one rank
+            hard = torch.randn(4 if rank == 0 else 3, width)
+            clp.build_loss("infonce", layout="cross_view", hard_negative_weight=0.2)(z1, z2, hard_negatives=hard)
+            return "no error"
         clp.build_loss("infonce", layout=layout)(z1, z2)
         return "no error"
     except ValueError as err:
@@ -271,7 +280,7 @@ def _disagreeing_rank(rank, world, case):
 @pytest.mark.distributed
 @pytest.mark.parametrize(("case", "named"), [("width", "width: [8, 6]"), ("dtype", "dtype: ['float32', 'float64']"),
                                              ("layout", "call (strategy, layout"),
-                                             ("queue", "width: [8, 5]")])  # fmt: skip
+                                             ("queue", "width: [8, 5]"), ("queue_width", "width: [8, 6]")])  # fmt: skip
 def test_processes_that_disagree_all_raise_the_same_line(case, named):
     """Not a gloo abort on one rank, nor a hang until the process-group timeout (issue 49)."""
     first, second = run_distributed(_disagreeing_rank, case)
@@ -279,7 +288,9 @@ def test_processes_that_disagree_all_raise_the_same_line(case, named):
 
 
 @pytest.mark.distributed
-@pytest.mark.parametrize(("case", "own"), [("nan", "z1 contains NaN or inf"), ("empty", "z1 is empty")])
+@pytest.mark.parametrize(("case", "own"), [("nan", "z1 contains NaN or inf"), ("empty", "z1 is empty"),
+                                           ("queue_nan", "z1 contains NaN or inf"),
+                                           ("hard_shape", "hard_negatives must have the shape")])  # fmt: skip
 def test_an_input_refused_on_one_rank_stops_every_rank_in_one_line(case, own):
     """The rank with the bad input says why; the others, waiting in the first gather, stop with it."""
     first, second = run_distributed(_disagreeing_rank, case)

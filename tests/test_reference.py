@@ -31,6 +31,7 @@ def _inputs(seed: int = 0):
 STRATEGIES = {
     "infonce": (dict(tau=0.2), lambda g: ref.infonce(g, 0.2)),
     "dcl": (dict(tau=0.2), lambda g: ref.infonce(g, 0.2, decoupled=True)),
+    "dcl_vmf": (dict(tau=0.2, sigma=0.5), lambda g: ref.dclw(g, 0.2, 0.5)),
     "macl": (dict(tau0=0.1, alpha=0.5, a0=0.0), lambda g: ref.macl(g, 0.1, 0.5, 0.0)),
     "macl_simcse": (dict(tau0=0.05, alpha=2.0, a0=0.8), lambda g: ref.macl(g, 0.05, 2.0, 0.8)),
     "macl_no_reweight": (dict(tau0=0.1, alpha=0.5, reweight=False), lambda g: ref.macl(g, 0.1, 0.5, 0.0, False)),
@@ -209,3 +210,57 @@ def test_every_registered_strategy_has_a_reference():
     """A new strategy fails here until it has a float64 loop reference above (AMCL: its own tests below)."""
     covered = {_registry_name(key) for key in STRATEGIES} | {"amcl"}
     assert set(clp.available_losses()) <= covered
+
+
+def test_from_similarity_averages_by_row_or_by_pair():
+    """Rows with 1, 3, 2 and 1 positives: the row average and pytorch-metric-learning's pair average differ."""
+    g = torch.Generator().manual_seed(3)
+    sim = torch.rand(4, 6, generator=g, dtype=torch.float64) * 2 - 1
+    pos = torch.zeros(4, 6, dtype=torch.bool)
+    for row, cols in enumerate(([0], [1, 2, 3], [4, 5], [2])):
+        pos[row, cols] = True
+    tau = 0.2
+    terms = [[float(-sim[a, p] / tau + torch.logsumexp(torch.cat([sim[a, p:p + 1], sim[a][~pos[a]]]) / tau, 0))
+              for p in pos[a].nonzero().flatten()] for a in range(4)]  # fmt: skip
+    by_row = sum(sum(t) / len(t) for t in terms) / 4
+    by_pair = sum(sum(t) for t in terms) / 7
+    loss = clp.build_loss("infonce", tau=tau)
+    assert float(loss.from_similarity(sim, pos)) == pytest.approx(by_row, rel=1e-12)
+    assert float(loss.from_similarity(sim, pos, average="pair")) == pytest.approx(by_pair, rel=1e-12)
+    assert abs(by_row - by_pair) > 1e-3
+    each = clp.build_loss("infonce", tau=tau, reduction="none")
+    assert each.from_similarity(sim, pos).shape == (4,) and each.from_similarity(sim, pos, average="pair").shape == (7,)
+    with pytest.raises(ValueError, match="average must be one of"):
+        loss.from_similarity(sim, pos, average="anchor")
+
+
+def _lightly_dclw(out0: torch.Tensor, out1: torch.Tensor, tau: float, sigma: float) -> torch.Tensor:
+    """lightly's ``DCLWLoss`` as its source writes it (``negative_mises_fisher_weights`` and ``DCLLoss._loss``,
+    both directions averaged), in float64: an independent formulation of the SimCLR layout."""
+    out0, out1 = torch.nn.functional.normalize(out0, dim=1), torch.nn.functional.normalize(out1, dim=1)
+    n = out0.shape[0]
+    weight = 2 - n * torch.softmax((out0 * out1).sum(1).detach() / sigma, dim=0)
+
+    def one(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        cross, own = a @ b.T / tau, a @ a.T / tau
+        off = ~torch.eye(n, dtype=torch.bool)
+        negatives = torch.cat([own[off].view(n, n - 1), cross[off].view(n, n - 1)], dim=1)
+        return (-torch.diagonal(cross) * weight + torch.logsumexp(negatives, dim=1)).mean()
+
+    return (one(out0, out1) + one(out1, out0)) / 2
+
+
+@pytest.mark.parametrize("kernel", ["dense", "fused", "stream"])
+def test_dclw_is_lightlys_formula(kernel):
+    g = torch.Generator().manual_seed(5)
+    z1, z2 = (torch.randn(7, 4, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(2))
+    ours = clp.build_loss("dcl", tau=0.2, sigma=0.5, kernel=kernel).double()(z1, z2)
+    theirs = _lightly_dclw(z1, z2, 0.2, 0.5)
+    torch.testing.assert_close(ours, theirs, rtol=1e-12, atol=1e-12)
+    for a, b in zip(torch.autograd.grad(ours, (z1, z2)), torch.autograd.grad(theirs, (z1, z2))):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+    plain = clp.build_loss("dcl", tau=0.2).double()(z1, z2)
+    assert abs(float(plain.detach()) - float(ours.detach())) > 1e-3  # the weights change the loss
+    stats = clp.build_loss("dcl", tau=0.2, sigma=0.5).double()
+    stats(z1, z2)
+    assert stats.stats["weight_min"] < 1 < stats.stats["weight_max"]

@@ -34,19 +34,19 @@ def _model_and_tokenizer(bert_dir):
 
 
 @pytest.mark.parametrize("with_negative", [False, True])
-def test_infonce_equals_cross_entropy_over_scaled_cosines(bert_dir, with_negative):
+def test_infonce_equals_cross_entropy_over_scaled_cosines(bert_dir, with_negative, device):
     from integrations.frameworks.hf_trainer import StrategyLossFunc, ViewCollator
 
     model, tokenizer = _model_and_tokenizer(bert_dir)
-    model = model.double()
+    model = model.double().to(device)  # pytest --device cuda: on the GPU
     rows = ROWS if with_negative else [{k: r[k] for k in ("anchor", "positive")} for r in ROWS]
-    batch = ViewCollator(tokenizer)(rows)
+    batch = {k: v.to(device) for k, v in ViewCollator(tokenizer)(rows).items()}
     labels = batch.pop("labels")
     outputs = model(**batch)
     ours = StrategyLossFunc("infonce", host_tau=0.05)(outputs, labels)
     z = F.normalize(outputs.last_hidden_state[:, 0], dim=-1)
     a, candidates = z[labels == 0], z[labels != 0]  # positives, then the hard negatives
-    expected = F.cross_entropy(a @ candidates.T / 0.05, torch.arange(len(a)))
+    expected = F.cross_entropy(a @ candidates.T / 0.05, torch.arange(len(a), device=device))
     torch.testing.assert_close(ours, expected, rtol=1e-12, atol=1e-12)
     params = [p for name, p in model.named_parameters() if not name.startswith("pooler.")]  # [CLS] skips the pooler
     for g1, g2 in zip(torch.autograd.grad(ours, params, retain_graph=True), torch.autograd.grad(expected, params)):

@@ -33,8 +33,8 @@ def _loss_and_grads(loss, image, text, scale, **kw):
 
 
 @pytest.mark.parametrize("output_dict", [False, True])
-def test_infonce_is_clip_loss(output_dict):
-    image, text, scale = _inputs()
+def test_infonce_is_clip_loss(output_dict, device):
+    image, text, scale = (t.to(device) for t in _inputs())  # pytest --device cuda: both on the GPU
     theirs = _loss_and_grads(open_clip_loss().ClipLoss(), image, text, scale, output_dict=output_dict)
     ours = _loss_and_grads(StrategyClipLoss("infonce"), image, text, scale, output_dict=output_dict)
     torch.testing.assert_close(ours[0], theirs[0], rtol=1e-12, atol=1e-12)

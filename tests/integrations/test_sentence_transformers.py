@@ -24,15 +24,16 @@ def model_dir(tmp_path_factory):
     return make_tiny_bert(tmp_path_factory.mktemp("st") / "bert", dropout=0.0)
 
 
-def _model(model_dir):
+def _model(model_dir, device: torch.device | str = "cpu"):
     from sentence_transformers import SentenceTransformer
 
     torch.manual_seed(0)
-    return SentenceTransformer(str(model_dir), device="cpu").double()
+    return SentenceTransformer(str(model_dir), device=str(device)).double()
 
 
 def _features(model, columns):
-    return [model.preprocess(list(texts)) for texts in columns]
+    moved = lambda f: {k: v.to(model.device) if isinstance(v, torch.Tensor) else v for k, v in f.items()}  # noqa: E731
+    return [moved(model.preprocess(list(texts))) for texts in columns]
 
 
 def _value_and_grads(model, loss, columns):
@@ -44,7 +45,7 @@ def _value_and_grads(model, loss, columns):
 
 @pytest.mark.parametrize("cached", [False, True])
 @pytest.mark.parametrize("with_negatives", [False, True])
-def test_infonce_is_mnrl(model_dir, cached, with_negatives):
+def test_infonce_is_mnrl(model_dir, cached, with_negatives, device):
     from sentence_transformers.sentence_transformer.losses import (
         CachedMultipleNegativesRankingLoss,
         MultipleNegativesRankingLoss,
@@ -53,7 +54,7 @@ def test_infonce_is_mnrl(model_dir, cached, with_negatives):
     from integrations.frameworks.sentence_transformers import CachedStrategyRankingLoss, StrategyRankingLoss
 
     columns = [ANCHORS, POSITIVES] + ([NEGATIVES] if with_negatives else [])
-    model = _model(model_dir)
+    model = _model(model_dir, device)  # pytest --device cuda: on the GPU
     if cached:
         theirs = CachedMultipleNegativesRankingLoss(model, mini_batch_size=2)
         ours = CachedStrategyRankingLoss(model, "infonce", mini_batch_size=2)

@@ -13,6 +13,7 @@ import ast
 import contextlib
 import functools
 import importlib.util
+import os
 import sys
 import types
 from collections.abc import Iterator
@@ -23,7 +24,8 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-UPSTREAM = ROOT.parent / "shared" / "upstream"
+#: ``CL_PLUGINS_UPSTREAM`` points elsewhere (the GPU check's bundle carries the files it needs)
+UPSTREAM = Path(os.environ.get("CL_PLUGINS_UPSTREAM", ROOT.parent / "shared" / "upstream"))
 
 
 def folder(relative: str) -> Path:

@@ -224,7 +224,7 @@ class AMCLLoss(ContrastiveLoss):
         return self._reduce(total, global_batch=True)
 
     def from_similarity(
-        self, sim: torch.Tensor, pos_mask: torch.Tensor, neg_mask: torch.Tensor | None = None
+        self, sim: torch.Tensor, pos_mask: torch.Tensor, neg_mask: torch.Tensor | None = None, *, average: str = "row"
     ) -> torch.Tensor:
         raise TypeError(
             "amcl's temperatures are a function of each head's projections, which a similarity matrix "

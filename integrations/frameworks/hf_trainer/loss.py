@@ -12,6 +12,24 @@ import cl_plugins as clp
 POOLERS = ("cls", "pooler")
 
 
+def split_views(labels: torch.Tensor, rows: int) -> list[torch.Tensor]:
+    """Row indices of view 0, view 1 (and the hard negatives, view 2) from ``ViewCollator``'s ``labels``, or one
+    line saying what is wrong with them."""
+    fix = "build the batches with ViewCollator, whose labels give each row's view"
+    if not isinstance(labels, torch.Tensor) or labels.dim() != 1 or labels.numel() != rows:
+        shape = tuple(labels.shape) if isinstance(labels, torch.Tensor) else type(labels).__name__
+        raise ValueError(f"labels must be a 1-D tensor with one view index per row ({rows} rows), got {shape}; {fix}")
+    if labels.is_floating_point() or labels.is_complex():
+        raise TypeError(f"labels must hold integer view indices, got dtype {labels.dtype}; {fix}")
+    counts = torch.bincount(labels.clamp(-1, 3) + 1, minlength=5).tolist()[1:4] if rows else [0, 0, 0]
+    if rows == 0 or bool(((labels < 0) | (labels > 2)).any()) or counts[0] == 0 or counts[0] != counts[1] or (
+        counts[2] not in (0, counts[0])
+    ):
+        raise ValueError(f"labels must give as many rows of view 0 as of view 1 (and of hard negatives, view 2, if "
+                         f"any), one or more each; got {counts} rows of views 0, 1, 2 among {rows}; {fix}")  # fmt: skip
+    return [(labels == v).nonzero().flatten() for v in range(3 if counts[2] else 2)]
+
+
 class StrategyLossFunc(nn.Module):
     """``compute_loss_func(outputs, labels, num_items_in_batch=None)`` of a ``Trainer``, with strategy ``loss``.
 
@@ -47,6 +65,7 @@ class StrategyLossFunc(nn.Module):
         if labels is None:
             raise ValueError("labels (the view of each row) are missing: build the batches with ViewCollator")
         z = self.pool(outputs)
-        views = [z[labels == v] for v in range(int(labels.max()) + 1)]
+        views = split_views(labels, z.shape[0])
+        views = [z[v] for v in views]
         hard = views[2] if len(views) > 2 else None
         return self.loss_fn(views[0], views[1], hard_negatives=hard)

@@ -16,7 +16,8 @@ Who owns the temperature (``logit_scale=``):
   (``model.logit_scale.requires_grad_(False)``) and put the loss's parameters (``learnable``'s τ) in the
   optimizer through :func:`cl_plugins.param_groups`, which keeps them out of weight decay (open_clip #815).
 
-The features must be L2-normalised, as open_clip's models return them (``ClipLoss`` takes them as they are).
+The features must be L2-normalised, as open_clip's models return them (``ClipLoss`` takes them as they are); rows
+whose norm is more than 1e-2 away from 1 are refused in one line (a cosine of 1e-28 would otherwise train silently).
 ``logit_bias`` shifts every logit of a row alike, which a softmax over the row ignores: ``ClipLoss``'s value and
 gradients do not depend on it, and neither do ours.
 
@@ -41,7 +42,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import cl_plugins as clp
-from cl_plugins.validation import check_pair, check_temperature
+from cl_plugins.validation import check_pair, check_temperature, check_unit_rows
 
 #: open_clip's initial temperature: ``logit_scale`` starts at log(1 / 0.07)
 OPEN_CLIP_TAU = 0.07
@@ -152,6 +153,8 @@ class StrategyClipLoss(nn.Module):
     def forward(self, image_features: torch.Tensor, text_features: torch.Tensor, logit_scale: torch.Tensor,
                 logit_bias: torch.Tensor | None = None, output_dict: bool = False) -> Any:  # fmt: skip
         check_pair(image_features, text_features, ("image_features", "text_features"), rows=False)
+        check_unit_rows(image_features, "image_features")
+        check_unit_rows(text_features, "text_features")
         per_image, per_text, first = self.similarities(image_features, text_features)
         cols = torch.arange(per_image.shape[0], device=per_image.device) + first
         pos = F.one_hot(cols, per_image.shape[1]).bool()

@@ -30,7 +30,8 @@ from sentence_transformers.base.losses.gradcache import CachedLossMixin
 from torch import nn
 
 import cl_plugins as clp
-from cl_plugins.validation import check_positive
+from cl_plugins.layouts import unit_rows
+from cl_plugins.validation import check_embeddings, check_positive
 from integrations.frameworks.hf_trainer import StrategyTrainerCallback
 
 #: sentence-transformers' MNRL scale: τ = 1 / 20
@@ -72,6 +73,8 @@ class StrategyRankingLoss(nn.Module):
         ``embeddings[1]`` (of this process's slice under ``gather_across_devices``)."""
         if len(embeddings) < 2:
             raise ValueError(f"expected an anchor and a positive column at least, got {len(embeddings)} column(s)")
+        for i, e in enumerate(embeddings):  # a tensor [B, D] each; rows are checked where they are normalised
+            check_embeddings(e, f"column {i}'s embeddings", rows=False)
         sizes = [e.shape[0] for e in embeddings]
         if len(set(sizes)) != 1:  # row i of every column belongs to row i of the anchors
             raise ValueError(f"the columns hold different numbers of rows {sizes} (anchor, positive, negatives...): "
@@ -80,7 +83,8 @@ class StrategyRankingLoss(nn.Module):
         if self.gather_across_devices and clp.is_distributed():
             offset = clp.gather_with_grad(anchors)[1]
             candidates = [clp.gather_with_grad(c)[0] for c in candidates]
-        sim = F.normalize(anchors, dim=-1) @ F.normalize(torch.cat(candidates), dim=-1).T
+        # scale-invariant and checked (F.normalize turns rows of 1e-14 into cosines of 1e-4 without a word)
+        sim = unit_rows(anchors, "anchor embeddings") @ unit_rows(torch.cat(candidates), "candidate embeddings").T
         cols = torch.arange(anchors.shape[0], device=sim.device) + offset
         return self.loss_fn.from_similarity(sim, F.one_hot(cols, sim.shape[1]).bool())
 
