@@ -19,7 +19,7 @@ from torch import nn
 
 from .distributed import ProcessesDisagree, all_reduce_sum, is_distributed, refuse_on_every_rank, world_size
 from .extension import LazyLogits, LogitMap, Pairs, softplus
-from .layouts import LAYOUTS, PairBlock, at_least_float32, build_blocks, unit_rows
+from .layouts import LAYOUTS, Labels, PairBlock, at_least_float32, build_blocks, unit_rows
 from .validation import ArgumentTypeError, check_choice, check_pair, check_range, check_similarity
 
 Reduction = Literal["mean", "sum", "none"]
@@ -57,6 +57,10 @@ class ContrastiveLoss(nn.Module):
             :mod:`cl_plugins.kernels.streaming`), or ``"auto"`` (default: on the CPU ``"fused"`` below
             :data:`STREAM_FROM_ELEMENTS` entries, on a GPU ``"dense"`` below :data:`CUDA_STREAM_FROM_ELEMENTS`;
             ``"stream"`` from there). Every strategy but AMCL (which has its own kernel) runs on all three.
+        exclude: ``"same_label"`` removes every candidate that shares its anchor's label from the negatives
+            (false-negative elimination; the positives are unchanged), given ``labels=`` [N] in each call
+            (and ``queue_labels=`` [K] for ``layout="queue"``); labels are gathered with the candidates and
+            each kernel tile derives its mask from the two label vectors. None: no labels (default: None).
 
     Distributed semantics (``forward`` with ``gather_distributed=True``): the returned value is
     the loss of the global batch on every rank, and its gradient is scaled so that DDP's
@@ -105,6 +109,7 @@ class ContrastiveLoss(nn.Module):
         gather_distributed: bool = True,
         check_inputs: bool = True,
         kernel: str = "auto",
+        exclude: str | None = None,
     ) -> None:
         super().__init__()
         self.layout = check_choice("layout", layout, LAYOUTS)
@@ -122,6 +127,7 @@ class ContrastiveLoss(nn.Module):
         self.gather_distributed = bool(gather_distributed)
         self.check_inputs = bool(check_inputs)
         self.kernel = check_choice("kernel", kernel, KERNELS)
+        self.exclude = None if exclude is None else check_choice("exclude", exclude, ("same_label",))
         self._stats: dict[str, list[torch.Tensor | float]] = {}
 
     # ------------------------------------------------------------------ strategy hooks
@@ -163,11 +169,14 @@ class ContrastiveLoss(nn.Module):
         *,
         queue: torch.Tensor | None = None,
         hard_negatives: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        queue_labels: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Loss of two views.
 
         Shapes:
             z1, z2: [N, D] (row i of z2 is the positive of row i of z1; L2-normalised here);
+            labels: [N] integer label of pair i, queue_labels: [K] of the queue's rows (``exclude="same_label"``);
             queue: [K, D] negatives for ``layout="queue"``;
             hard_negatives: [N, D] one hard negative per anchor for ``layout="cross_view"``.
             Returns a scalar, or [A] per-anchor losses with ``reduction="none"``.
@@ -179,7 +188,8 @@ class ContrastiveLoss(nn.Module):
                 u1, u2 = (unit_rows(z, name if self.check_inputs else None) for z, name in ((z1, "z1"), (z2, "z2")))
                 queue, hard_negatives = _unit_if_tensor(queue), _unit_if_tensor(hard_negatives)
             # the layout's own argument checks run before its first gather
-            blocks = self.blocks(u1, u2, queue=queue, hard_negatives=hard_negatives, normalized=True)
+            blocks = self.blocks(u1, u2, queue=queue, hard_negatives=hard_negatives, normalized=True, labels=labels,
+                                 queue_labels=queue_labels)  # fmt: skip
         except ProcessesDisagree:
             raise  # every rank raises this one together
         except (ValueError, TypeError):
@@ -244,10 +254,17 @@ class ContrastiveLoss(nn.Module):
         queue: torch.Tensor | None = None,
         hard_negatives: torch.Tensor | None = None,
         normalized: bool = False,
+        labels: torch.Tensor | None = None,
+        queue_labels: torch.Tensor | None = None,
     ) -> list[PairBlock]:
         if hard_negatives is None and self.hard_negative_weight != 0.0 and self.layout == "cross_view":
             raise ValueError("hard_negative_weight is set but no hard_negatives= were passed")
-        call = f"{self.name}|{self.layout}|{self.symmetric}|{queue is None}|{hard_negatives is None}"
+        if (labels is None) != (self.exclude is None) or (queue_labels is not None and labels is None):
+            raise ValueError("labels= go with exclude='same_label' (build the loss with it) and every call of such "
+                             f"a loss passes labels=; got exclude={self.exclude!r} and labels={_shape(labels)}")
+        call = f"{self.name}|{self.layout}|{self.symmetric}|{queue is None}|{hard_negatives is None}|{labels is None}"
+        tag = zlib.crc32(call.encode())  # the processes must agree on the call, or each would wait for another
+        marked = None if labels is None else Labels(labels, queue_labels, self.gather_distributed, tag)
         return build_blocks(
             self.layout,
             z1,
@@ -257,7 +274,8 @@ class ContrastiveLoss(nn.Module):
             hard_negatives=hard_negatives,
             gather=self.gather_distributed,
             normalized=normalized,
-            tag=zlib.crc32(call.encode()),  # the processes must agree on the call, or each would wait for another
+            tag=tag,
+            labels=marked,
         )
 
     def block_kernel(self, block: PairBlock) -> str:
@@ -370,6 +388,10 @@ def _recording_arguments(init: Callable[..., None]) -> Callable[..., None]:
         init(self, *args, **kwargs)
 
     return wrapper
+
+
+def _shape(x: object) -> str:
+    return "None" if x is None else f"shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
 
 
 def _unit_if_tensor(x: torch.Tensor | None) -> torch.Tensor | None:

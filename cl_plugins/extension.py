@@ -92,6 +92,8 @@ class LazyLogits:
     logit_map: LogitMap | None = None
     bias_cols: torch.Tensor | None = None
     bias: float = 0.0
+    #: (anchor labels [A], candidate labels [M]): a candidate sharing its anchor's label is no negative
+    labels: tuple[torch.Tensor, torch.Tensor] | None = None
     # cosines of the positive pairs, shared by every rescaled copy (computed once per block)
     _positive_cache: dict[str, torch.Tensor] = field(default_factory=dict, compare=False, repr=False)
 
@@ -139,11 +141,12 @@ class LazyLogits:
         exclude = None if self.positives is not None else exclude_cols
         fusable = self.logit_map is None or self.logit_map.with_derivative is not None
         if self.stream or not fusable:
-            options = {"logit_map": self.logit_map, "bias_cols": self.bias_cols, "bias": self.bias}
+            options = {"logit_map": self.logit_map, "bias_cols": self.bias_cols, "bias": self.bias,
+                       "labels": self.labels}  # fmt: skip
             anchors = self.scaled_anchors()
             return streaming_negative_lse(anchors, self.candidates, exclude, ratios=tuple(ratios), **options)
         return list(NegativeLSE.apply(self.scaled_anchors(), self.candidates, exclude, tuple(ratios),
-                                       self.logit_map, self.bias_cols, self.bias))  # fmt: skip
+                                       self.logit_map, self.bias_cols, self.bias, self.labels))  # fmt: skip
 
 
 @dataclass
@@ -166,13 +169,16 @@ class Pairs:
     hard_cols: torch.Tensor | None = None
     #: "row": a row's positives are averaged, then the rows; "pair": every positive pair counts once
     average: str = "row"
+    #: (anchor labels [A], candidate labels [M]) of a block whose same-label candidates are no negatives
+    labels: tuple[torch.Tensor, torch.Tensor] | None = None
 
     @classmethod
     def from_block(cls, block: PairBlock) -> Pairs:
         n = block.anchors.shape[0]
         m = block.candidates.shape[0] + (0 if block.positives is None else 1)
         rows = torch.arange(n, device=block.anchors.device)
-        return cls(rows, block.pos_cols, n, m, True, exclude_cols=block.exclude_cols, hard_cols=block.hard_cols)
+        return cls(rows, block.pos_cols, n, m, True, exclude_cols=block.exclude_cols, hard_cols=block.hard_cols,
+                   labels=block.labels)  # fmt: skip
 
     @classmethod
     def from_masks(cls, pos_mask: torch.Tensor, neg_mask: torch.Tensor, average: str = "row") -> Pairs:
@@ -186,13 +192,33 @@ class Pairs:
         if self.neg_mask is not None:
             return logits.masked_fill(~self.neg_mask, NEG_INF)
         assert self.exclude_cols is not None
-        return logits.scatter(1, self.exclude_cols, NEG_INF)
+        masked = logits.scatter(1, self.exclude_cols, NEG_INF)
+        if self.labels is not None:  # the dense path holds [A, M] anyway
+            anchor, cand = self.labels
+            same = anchor[:, None] == cand[None, :]
+            if same.shape[1] < masked.shape[1]:  # a separate positive column first (queue): never a negative
+                same = torch.cat([same.new_ones(same.shape[0], 1), same], dim=1)
+            masked = masked.masked_fill(same, NEG_INF)
+        return masked
+
+    def negatives_per_row(self) -> torch.Tensor:
+        """Each anchor's number of negatives [A], from the labels' counts (never an [A, M] mask)."""
+        assert self.exclude_cols is not None
+        k = self.exclude_cols.shape[1]
+        if self.labels is None:
+            return self.exclude_cols.new_full((self.n_rows,), self.n_cols - k)
+        anchor, cand = self.labels
+        _, inverse = torch.unique(torch.cat([cand, anchor]), return_inverse=True)
+        same = torch.bincount(inverse[: cand.shape[0]], minlength=int(inverse.max()) + 1)[inverse[cand.shape[0] :]]
+        if cand.shape[0] < self.n_cols:  # queue: the excluded column is the separate positive, no candidate
+            return self.n_cols - k - same
+        overlap = (cand[self.exclude_cols] == anchor[:, None]).sum(dim=1)  # excluded columns of the same label
+        return self.n_cols - k - same + overlap
 
     def negative_count(self) -> int:
         if self.neg_mask is not None:
             return int(self.neg_mask.sum())
-        assert self.exclude_cols is not None
-        return self.n_rows * (self.n_cols - self.exclude_cols.shape[1])
+        return int(self.negatives_per_row().sum())
 
     def positive(self, x: torch.Tensor | LazyLogits) -> torch.Tensor:
         """Entries of ``x`` [A, M] at the positive pairs, shape [P]."""

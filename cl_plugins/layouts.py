@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .distributed import check_agreement, gather_with_grad, is_distributed
+from .distributed import check_agreement, gather_no_grad, gather_with_grad, is_distributed
 from .extension import LazyLogits
 from .validation import check_embeddings, check_feature_dim, check_rows, check_same
 
@@ -43,7 +43,8 @@ class PairBlock:
         anchors: [A, D]; candidates: [M, D]; pos_cols: [A]; exclude_cols: [A, k];
         positives: [A, D] or None (then column 0 is the row-wise cosine with them and the
         candidates start at column 1); hard_cols: [A] or None (column of each anchor's own
-        hard negative, which receives ``hard_negative_weight`` as a logit bias).
+        hard negative, which receives ``hard_negative_weight`` as a logit bias); anchor_labels: [A] and
+        cand_labels: [M] or None (``exclude="same_label"``: a candidate sharing its anchor's label is no negative).
     """
 
     anchors: torch.Tensor
@@ -55,6 +56,15 @@ class PairBlock:
     candidates_are_anchors: bool = False
     #: every row is already of unit norm (the loss normalised its inputs before building the block)
     normalized: bool = False
+    anchor_labels: torch.Tensor | None = None
+    cand_labels: torch.Tensor | None = None
+
+    @property
+    def labels(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """(anchor labels [A], candidate labels [M]) when same-label candidates are excluded, else None."""
+        if self.anchor_labels is None or self.cand_labels is None:
+            return None
+        return self.anchor_labels, self.cand_labels
 
     def _unit(self, x: torch.Tensor) -> torch.Tensor:
         return x if self.normalized else unit_rows(x)
@@ -66,7 +76,7 @@ class PairBlock:
             a = self._unit(self.anchors)
             c = a if self.candidates_are_anchors else self._unit(self.candidates)
             p = None if self.positives is None else self._unit(self.positives)
-        return LazyLogits(a, c, p, stream=stream)
+        return LazyLogits(a, c, p, stream=stream, labels=self.labels)
 
     @property
     def size(self) -> int:
@@ -142,7 +152,30 @@ def _local(x: torch.Tensor) -> tuple[torch.Tensor, int]:
 Gather = Callable[[torch.Tensor], tuple[torch.Tensor, int]]
 
 
-def _simclr(z1: torch.Tensor, z2: torch.Tensor, gather: Gather) -> list[PairBlock]:
+@dataclass(frozen=True)
+class Labels:
+    """A batch's labels for ``exclude="same_label"``: ``y`` [N] of this process's rows (the label of pair i),
+    ``queue`` [K] the labels of the queue's rows (``layout="queue"``)."""
+
+    y: torch.Tensor
+    queue: torch.Tensor | None = None
+    gather: bool = True
+    tag: int = 0
+
+    def gathered(self) -> torch.Tensor:
+        """Every process's labels, in the order the candidates are gathered."""
+        return gather_no_grad(self.y, self.tag) if self.gather and is_distributed() else self.y
+
+    @staticmethod
+    def refuse_anchors_without_negatives(anchors: torch.Tensor, candidates: torch.Tensor) -> None:
+        """One line, the same on every process (both label vectors span the global batch), when an anchor's
+        label covers every candidate: no negative would be left to it."""
+        if bool((candidates == candidates[0]).all()) and bool((anchors == candidates[0]).any()):
+            raise ValueError(f"with exclude='same_label' an anchor of label {int(candidates[0])} has no negative: "
+                             "every candidate shares its label; use a larger or more varied batch (or queue)")
+
+
+def _simclr(z1: torch.Tensor, z2: torch.Tensor, gather: Gather, labels: Labels | None) -> list[PairBlock]:
     n = z1.shape[0]
     anchors = torch.cat([z1, z2], dim=0)
     z1_all, offset = gather(z1)
@@ -155,14 +188,23 @@ def _simclr(z1: torch.Tensor, z2: torch.Tensor, gather: Gather) -> list[PairBloc
     self_cols = torch.cat([own, own + big_n])
     pos_cols = torch.cat([own + big_n, own])
     exclude = torch.stack([pos_cols, self_cols], dim=1)
-    return [PairBlock(anchors, candidates, pos_cols, exclude, candidates_are_anchors=same)]
+    block = PairBlock(anchors, candidates, pos_cols, exclude, candidates_are_anchors=same)
+    if labels is not None:
+        everyone = labels.gathered()
+        Labels.refuse_anchors_without_negatives(everyone, everyone)
+        block.anchor_labels, block.cand_labels = labels.y.repeat(2), everyone.repeat(2)
+    return [block]
 
 
 def _cross_view(
-    z1: torch.Tensor, z2: torch.Tensor, symmetric: bool, hard_negatives: torch.Tensor | None, gather: Gather
+    z1: torch.Tensor, z2: torch.Tensor, symmetric: bool, hard_negatives: torch.Tensor | None, gather: Gather,
+    labels: Labels | None,
 ) -> list[PairBlock]:
     n = z1.shape[0]
     blocks = []
+    everyone = None if labels is None else labels.gathered()
+    if everyone is not None:
+        Labels.refuse_anchors_without_negatives(everyone, everyone)
     directions = [(z1, z2), (z2, z1)] if symmetric else [(z1, z2)]
     for anchors, keys in directions:
         keys_all, offset = gather(keys)
@@ -172,17 +214,24 @@ def _cross_view(
             hard_all, _ = gather(hard_negatives)
             hard_cols = keys_all.shape[0] + pos_cols
             keys_all = torch.cat([keys_all, hard_all], dim=0)
-        blocks.append(PairBlock(anchors, keys_all, pos_cols, pos_cols[:, None], hard_cols=hard_cols))
+        blocks.append(PairBlock(anchors, keys_all, pos_cols, pos_cols[:, None], hard_cols=hard_cols,
+                                anchor_labels=None if labels is None else labels.y, cand_labels=everyone))
     return blocks
 
 
-def _queue(z1: torch.Tensor, z2: torch.Tensor, symmetric: bool, queue: torch.Tensor) -> list[PairBlock]:
+def _queue(
+    z1: torch.Tensor, z2: torch.Tensor, symmetric: bool, queue: torch.Tensor, labels: Labels | None
+) -> list[PairBlock]:
     n = z1.shape[0]
     zeros = torch.zeros(n, dtype=torch.long, device=z1.device)
     directions = [(z1, z2), (z2, z1)] if symmetric else [(z1, z2)]
     # MoCo: the key is a target, the queue a fixed dictionary; neither carries gradient there,
     # but we leave detaching keys to the caller (SimCo-style symmetric use wants gradient).
-    return [PairBlock(q, queue.detach(), zeros, zeros[:, None], positives=k) for q, k in directions]
+    own, stored = (None, None) if labels is None else (labels.y, labels.queue)
+    if labels is not None:
+        Labels.refuse_anchors_without_negatives(labels.gathered(), stored)
+    return [PairBlock(q, queue.detach(), zeros, zeros[:, None], positives=k, anchor_labels=own, cand_labels=stored)
+            for q, k in directions]  # fmt: skip
 
 
 def build_blocks(
@@ -196,18 +245,43 @@ def build_blocks(
     gather: bool = True,
     normalized: bool = False,
     tag: int = 0,
+    labels: Labels | None = None,
 ) -> list[PairBlock]:
     """Build the pair blocks of ``layout`` for two views ``z1``, ``z2`` [N, D].
 
     ``gather=False`` keeps candidates local even under ``torch.distributed``; ``normalized=True`` says that
     every input row is of unit norm already (the blocks then skip :func:`unit_rows`). ``tag`` identifies the
-    call (strategy, layout) in the gathers, so processes that disagree raise instead of hanging.
+    call (strategy, layout) in the gathers, so processes that disagree raise instead of hanging. ``labels``
+    (``exclude="same_label"``) travel into the blocks as [A] and [M] vectors, gathered like the candidates.
     """
+    if labels is not None:
+        _check_labels(layout, labels, z1.shape[0], hard_negatives, None if queue is None else queue.shape[0])
     blocks = _build(layout, z1, z2, symmetric=symmetric, queue=queue, hard_negatives=hard_negatives, gather=gather,
-                    tag=tag)  # fmt: skip
+                    tag=tag, labels=labels)  # fmt: skip
     for block in blocks:
         block.normalized = normalized
     return blocks
+
+
+def _check_labels(layout: str, labels: Labels, n: int, hard_negatives: torch.Tensor | None,
+                  queue_rows: int | None) -> None:  # fmt: skip
+    """One integer label per pair (and per queue row), or one line saying what is wrong."""
+    for name, y, rows in (("labels", labels.y, n), ("queue_labels", labels.queue, queue_rows)):
+        if y is None:
+            if layout == "queue":
+                raise ValueError("layout='queue' with labels= needs queue_labels= [K], the labels of the queue's rows")
+            continue
+        if not isinstance(y, torch.Tensor) or y.dim() != 1 or (rows is not None and y.shape[0] != rows):
+            got = tuple(y.shape) if isinstance(y, torch.Tensor) else type(y).__name__
+            what = "pair" if y is labels.y else "queue row"
+            raise ValueError(f"{name} must be a 1-D tensor with one label per {what}"
+                             f"{f' ({rows})' if rows is not None else ''}, got {got}")  # fmt: skip
+        if y.is_floating_point() or y.is_complex():
+            raise TypeError(f"{name} must hold integer labels, got dtype {y.dtype}; call {name}.long()")
+    if labels.queue is not None and layout != "queue":
+        raise ValueError(f"layout={layout!r} does not use queue_labels=; they label a queue (layout='queue')")
+    if hard_negatives is not None:
+        raise ValueError("labels= with hard_negatives= is not supported: a hard negative has no label here")
 
 
 def _build(
@@ -220,6 +294,7 @@ def _build(
     hard_negatives: torch.Tensor | None,
     gather: bool,
     tag: int = 0,
+    labels: Labels | None = None,
 ) -> list[PairBlock]:
     n = z1.shape[0]
     # under several processes the global batch decides whether an anchor has a negative: a rank may hold one row
@@ -236,7 +311,7 @@ def _build(
             raise ValueError(
                 f"layout={layout!r} needs a batch of at least 2 (got {n}): with one sample an anchor has no negative"
             )
-        return _simclr(z1, z2, gather_fn)
+        return _simclr(z1, z2, gather_fn, labels)
     if layout == "cross_view":
         if queue is not None:
             raise ValueError("layout='cross_view' does not use queue=; use layout='queue'")
@@ -255,7 +330,7 @@ def _build(
                 "layout='cross_view' needs a batch of at least 2 (got 1): one anchor has no negative; "
                 "pass hard_negatives= or use a larger batch"
             )
-        return _cross_view(z1, z2, symmetric, hard_negatives, gather_fn)
+        return _cross_view(z1, z2, symmetric, hard_negatives, gather_fn, labels)
     if layout == "queue":
         if queue is None:
             raise ValueError(
@@ -269,5 +344,5 @@ def _build(
         check_feature_dim(queue, z1.shape[1], "queue", "z1")
         if gather:
             check_agreement(z1, tag)
-        return _queue(z1, z2, symmetric, queue)
+        return _queue(z1, z2, symmetric, queue, labels)
     raise ValueError(f"layout must be one of {list(LAYOUTS)}, got {layout!r}")

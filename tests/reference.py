@@ -29,8 +29,12 @@ class Anchor:
     negs: list[torch.Tensor] = field(default_factory=list)
 
 
-def enumerate_layout(layout, z1, z2, symmetric=False, queue=None, hard=None) -> list[list[Anchor]]:
-    """Anchors grouped by direction (one group, or two when symmetric)."""
+def enumerate_layout(layout, z1, z2, symmetric=False, queue=None, hard=None, labels=None,
+                     queue_labels=None) -> list[list[Anchor]]:  # fmt: skip
+    """Anchors grouped by direction (one group, or two when symmetric); with ``labels`` (and ``queue_labels``),
+    a candidate of the anchor's label is no negative (``exclude="same_label"``)."""
+    if labels is not None:
+        return _without_same_label(layout, z1, z2, symmetric, queue, labels, queue_labels)
     n = z1.shape[0]
     groups: list[list[Anchor]] = []
     if layout in ("simclr", "grace"):
@@ -62,6 +66,26 @@ def enumerate_layout(layout, z1, z2, symmetric=False, queue=None, hard=None) -> 
     else:
         raise ValueError(layout)
     return groups
+
+
+def _without_same_label(layout, z1, z2, symmetric, queue, labels, queue_labels) -> list[list[Anchor]]:
+    """``enumerate_layout`` written again for labelled batches: loops over pairs, keeping a negative only when its
+    label differs from the anchor's."""
+    n, y = z1.shape[0], [int(v) for v in labels]
+    if layout in ("simclr", "grace"):
+        views, group = [z1, z2], []
+        for v in (0, 1):
+            for i in range(n):
+                negs = [views[w][j] for w in (0, 1) for j in range(n) if y[j] != y[i]]
+                group.append(Anchor(cos(views[v][i], views[1 - v][i]), [cos(views[v][i], x) for x in negs]))
+        return [group]
+    directions = [(z1, z2), (z2, z1)] if symmetric else [(z1, z2)]
+    if layout == "cross_view":
+        return [[Anchor(cos(a[i], k[i]), [cos(a[i], k[j]) for j in range(n) if y[j] != y[i]]) for i in range(n)]
+                for a, k in directions]  # fmt: skip
+    stored = [int(v) for v in queue_labels]
+    return [[Anchor(cos(q[i], k[i]), [cos(q[i], x) for x, lab in zip(queue, stored) if lab != y[i]])
+             for i in range(n)] for q, k in directions]  # fmt: skip
 
 
 def dclw(groups, tau, sigma):

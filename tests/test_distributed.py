@@ -46,7 +46,13 @@ CASES = [
     ("infonce", {"kernel": "stream"}, "simclr", {}),
     ("macl", {"kernel": "stream"}, "cross_view", {"symmetric": True}),
     ("dual_temperature", {"kernel": "stream"}, "simclr", {}),
+    # exclude="same_label": labels gathered with the candidates, so each rank excludes every rank's same-label rows
+    ("macl", {"exclude": "same_label"}, "simclr", {"labels": True}),
+    ("dystress", {"exclude": "same_label", "kernel": "stream"}, "cross_view", {"symmetric": True, "labels": True}),
+    ("infonce", {"exclude": "same_label", "kernel": "fused"}, "queue", {"labels": True}),
 ]
+LABELS = torch.tensor([0, 1, 0, 2, 1, 3, 2, 0])  # N = 8 pairs
+QUEUE_LABELS = torch.tensor([1, 0, 4, 2, 2, 3, 0, 5])  # the queue's 8 rows
 
 
 def _data(seed: int = 0):
@@ -55,12 +61,16 @@ def _data(seed: int = 0):
 
 
 def _build(name, kwargs, layout, extra):
-    sym = {"symmetric": True} if extra.get("symmetric") else {}
+    sym = {"symmetric": True} if extra.get("symmetric") else {}  # (extra's "labels": passed in the call)
     return clp.build_loss(name, layout=layout, **sym, **kwargs).double()
 
 
-def _call(loss_fn, z1, z2, hard, queue, extra, layout):
+def _call(loss_fn, z1, z2, hard, queue, extra, layout, rows=slice(None)):
     kw = {}
+    if extra.get("labels"):
+        kw["labels"] = LABELS[rows]
+        if layout == "queue":
+            kw["queue_labels"] = QUEUE_LABELS
     if extra.get("hard"):
         kw["hard_negatives"] = hard
     if layout == "queue":
@@ -77,7 +87,7 @@ def _rank_losses(rank, world, uneven):
         b = z2[rows].clone().requires_grad_()
         h = hard[rows].clone().requires_grad_()
         loss_fn = _build(name, kwargs, layout, extra)
-        loss = _call(loss_fn, a, b, h, queue, extra, layout)
+        loss = _call(loss_fn, a, b, h, queue, extra, layout, rows)
         loss.backward()
         out.append((float(loss.detach()), a.grad, b.grad, h.grad if extra.get("hard") else None, loss_fn.stats))
     return out

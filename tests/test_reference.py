@@ -264,3 +264,64 @@ def test_dclw_is_lightlys_formula(kernel):
     stats = clp.build_loss("dcl", tau=0.2, sigma=0.5).double()
     stats(z1, z2)
     assert stats.stats["weight_min"] < 1 < stats.stats["weight_max"]
+
+
+LABELS = torch.tensor([0, 1, 0, 2, 1])  # pairs 0 and 2 share a label, as do 1 and 4
+QUEUE_LABELS = torch.tensor([0, 3, 1, 2, 2, 0, 4])
+
+
+@pytest.mark.parametrize("kernel", ["dense", "fused", "stream"])
+@pytest.mark.parametrize("layout,extra", LAYOUTS, ids=[f"{a}{'-sym' if b else ''}" for a, b in LAYOUTS])
+@pytest.mark.parametrize("key", [k for k in STRATEGIES if _registry_name(k) != "amcl"])
+def test_same_label_candidates_are_no_negatives(key, layout, extra, kernel):
+    """``exclude="same_label"``: every strategy on every kernel equals its reference on the labelled layouts
+    (written as loops that skip same-label candidates), values and gradients in float64."""
+    kwargs, _ = STRATEGIES[key]
+    z1, z2, queue = _inputs()
+    loss_fn = clp.build_loss(_registry_name(key), layout=layout, reduction="none", kernel=kernel,
+                             exclude="same_label", **extra, **kwargs).double()  # fmt: skip
+    call = dict(queue=queue, queue_labels=QUEUE_LABELS) if layout == "queue" else {}
+    ours = loss_fn(z1, z2, labels=LABELS, **call)
+    groups = ref.enumerate_layout(layout, z1, z2, symmetric=extra.get("symmetric", False), queue=queue,
+                                  labels=LABELS, queue_labels=QUEUE_LABELS)  # fmt: skip
+    expected = _reference(key, loss_fn, groups)
+    torch.testing.assert_close(ours, expected, rtol=1e-10, atol=1e-12)
+    for a, b in zip(_grads(ours.sum(), (z1, z2)), _grads(expected.sum(), (z1, z2))):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.parametrize(
+    ("build", "call", "named"),
+    [
+        (dict(), dict(labels=LABELS), "labels= go with exclude='same_label'"),
+        (dict(exclude="same_label"), dict(), "every call of such a loss passes labels="),
+        (dict(exclude="same_label"), dict(labels=LABELS[:3]), "one label per pair \\(5\\)"),
+        (dict(exclude="same_label"), dict(labels=LABELS.float()), "integer labels"),
+        (dict(exclude="same_label"), dict(labels=torch.zeros(5, dtype=torch.long)), "has no negative"),
+        (dict(exclude="same_label", layout="queue"), dict(labels=LABELS), "needs queue_labels="),
+        (dict(exclude="same_label", layout="queue"), dict(labels=LABELS, queue_labels=torch.zeros(7, dtype=torch.long)),
+         "has no negative"),
+        (dict(exclude="same_label"), dict(labels=LABELS, queue_labels=QUEUE_LABELS), "does not use queue_labels"),
+        (dict(exclude="same_label", layout="queue"), dict(labels=LABELS, queue_labels=QUEUE_LABELS[:6]),
+         "one label per queue row \\(7\\)"),
+        (dict(exclude="same_label", layout="cross_view", hard_negative_weight=0.1), dict(labels=LABELS, hard=True),
+         "hard_negatives= is not supported"),
+    ],
+)
+def test_labels_that_cannot_be_used_get_one_line(build, call, named):
+    z1, z2, queue = _inputs()
+    call = dict(call)
+    if build.get("layout") == "queue":
+        call["queue"] = queue
+    if call.pop("hard", False):
+        call["hard_negatives"] = torch.randn_like(z1)
+    with pytest.raises((ValueError, TypeError), match=named) as info:
+        clp.build_loss("macl", **build).double()(z1, z2, **call)
+    assert "\n" not in str(info.value)
+
+
+def test_exclude_is_checked_at_construction_and_amcl_refuses_it():
+    with pytest.raises(ValueError, match="exclude must be one of"):
+        clp.build_loss("infonce", exclude="label")
+    with pytest.raises(ValueError, match="amcl does not take exclude"):
+        clp.build_loss("amcl", dim=4, exclude="same_label")

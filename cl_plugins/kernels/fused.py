@@ -30,15 +30,17 @@ CHUNK_ELEMENTS = 1 << 18
 
 class NegativeLSE(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, a, c, exclude_cols, ratios, logit_map=None, bias_cols=None, bias=0.0):  # type: ignore[override]
+    def forward(ctx, a, c, exclude_cols, ratios, logit_map=None, bias_cols=None, bias=0.0, labels=None):  # type: ignore[override]
         with torch.autocast(device_type=a.device.type, enabled=False):
-            return NegativeLSE._forward(ctx, a, c, exclude_cols, ratios, logit_map, bias_cols, bias)
+            return NegativeLSE._forward(ctx, a, c, exclude_cols, ratios, logit_map, bias_cols, bias, labels)
 
     @staticmethod
-    def _forward(ctx, a, c, exclude_cols, ratios, logit_map, bias_cols, bias):  # type: ignore[no-untyped-def]
+    def _forward(ctx, a, c, exclude_cols, ratios, logit_map, bias_cols, bias, labels):  # type: ignore[no-untyped-def]
         x = a @ c.T
         if exclude_cols is not None and logit_map is None:
             x.scatter_(1, exclude_cols, NEG_INF)
+        if labels is not None and logit_map is None:  # an [A, M] bool beside the [A, M] buffer
+            x.masked_fill_(labels[0][:, None] == labels[1][None, :], NEG_INF)
         n_rows = x.shape[0]
         m = x.new_empty(n_rows, 1)
         s = x.new_empty(n_rows, 1)
@@ -48,7 +50,8 @@ class NegativeLSE(torch.autograd.Function):
         step = max(1, CHUNK_ELEMENTS // max(1, x.shape[1]))
         for start in range(0, n_rows, step):
             rows = slice(start, start + step)
-            xc, derivative = _chunk_logits(x[rows], rows, exclude_cols, logit_map, bias_cols, bias, stats)
+            same = None if labels is None or logit_map is None else labels[0][rows, None] == labels[1][None, :]
+            xc, derivative = _chunk_logits(x[rows], rows, exclude_cols, logit_map, bias_cols, bias, stats, same)
             mc = xc.amax(dim=1, keepdim=True)  # finite: every row keeps at least one negative
             for out, r in zip(extras, ratios):
                 out[rows] = r * mc.squeeze(1) + torch.sub(xc, mc).mul_(r).exp_().sum(dim=1).log_()
@@ -82,12 +85,12 @@ class NegativeLSE(torch.autograd.Function):
             g = x.mul_(grad[:, None] / s)  # softmax over the negatives, times the incoming gradient
             grad_a = g @ c if ctx.needs_input_grad[0] else None
             grad_c = g.T @ a if ctx.needs_input_grad[1] else None
-        return grad_a, grad_c, None, None, None, None, None
+        return grad_a, grad_c, None, None, None, None, None, None
 
 
-def _chunk_logits(x, rows, exclude_cols, logit_map, bias_cols, bias, stats):  # type: ignore[no-untyped-def]
+def _chunk_logits(x, rows, exclude_cols, logit_map, bias_cols, bias, stats, same=None):  # type: ignore[no-untyped-def]
     """(logits of the chunk ``x`` with -inf at its non-negatives, the map's derivative or None); without a map
-    the logits are ``x`` itself (already masked)."""
+    the logits are ``x`` itself (already masked). ``same``: the chunk's same-label candidates, no negatives."""
     if logit_map is None:
         if bias_cols is not None:
             x.scatter_add_(1, bias_cols[rows, None], x.new_full((x.shape[0], 1), bias))
@@ -99,9 +102,11 @@ def _chunk_logits(x, rows, exclude_cols, logit_map, bias_cols, bias, stats):  # 
         if exclude is not None:
             excluded = (torch.arange(x.shape[0], device=x.device)[:, None].expand_as(exclude).reshape(-1),
                         exclude.reshape(-1))  # fmt: skip
-        stats.add(stat, excluded)
+        stats.add(stat, excluded, same)
     if bias_cols is not None:
         logits.scatter_add_(1, bias_cols[rows, None], logits.new_full((x.shape[0], 1), bias))
     if exclude is not None:
         logits.scatter_(1, exclude, NEG_INF)
+    if same is not None:
+        logits.masked_fill_(same, NEG_INF)
     return logits, derivative

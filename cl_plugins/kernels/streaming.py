@@ -46,12 +46,18 @@ class NegativeStats:
     def __init__(self, like: torch.Tensor) -> None:
         self.values = [like.new_zeros(()), like.new_full((), float("inf")), like.new_full((), NEG_INF)]
 
-    def add(self, stat: torch.Tensor, excluded: Pair) -> None:
-        """``stat`` of one tile [R, T], ``excluded`` the (rows, columns) of its non-negatives; ``stat`` is
-        overwritten."""
-        total = stat.sum() - stat[excluded].sum()
-        low = stat.index_put_(excluded, stat.new_tensor(float("inf"))).amin()
-        high = stat.index_put_(excluded, stat.new_tensor(NEG_INF)).amax()
+    def add(self, stat: torch.Tensor, excluded: Pair, same: torch.Tensor | None = None) -> None:
+        """``stat`` of one tile [R, T], ``excluded`` the (rows, columns) of its non-negatives and ``same`` [R, T]
+        its same-label candidates (``exclude="same_label"``; may overlap ``excluded``); ``stat`` is overwritten."""
+        if same is not None:
+            mask = same.clone().index_put_(excluded, same.new_ones(()))
+            total = stat.masked_fill(mask, 0.0).sum()
+            low = stat.masked_fill(mask, float("inf")).amin()
+            high = stat.masked_fill_(mask, NEG_INF).amax()
+        else:
+            total = stat.sum() - stat[excluded].sum()
+            low = stat.index_put_(excluded, stat.new_tensor(float("inf"))).amin()
+            high = stat.index_put_(excluded, stat.new_tensor(NEG_INF)).amax()
         self.values = [self.values[0] + total, torch.minimum(self.values[1], low), torch.maximum(self.values[2], high)]
 
 
@@ -66,6 +72,7 @@ class _Plan:
     ratios: tuple[float, ...]
     rows: int
     cols: int
+    labels: tuple[torch.Tensor, torch.Tensor] | None = None  # (anchors' [A], candidates' [M]): same = no negative
 
 
 def tile_sizes(n_rows: int, n_cols: int, device: torch.device | None = None) -> tuple[int, int]:
@@ -86,6 +93,7 @@ class _Tile:
     logits: torch.Tensor  # masked: -inf at the non-negatives; may be ``x`` itself without a map
     companion: torch.Tensor | None  # the map's stat or derivative, if asked for
     excluded: Pair  # (rows, columns) of the non-negatives in the tile
+    same: torch.Tensor | None = None  # [R, T] the tile's same-label candidates (also no negatives)
 
 
 def _tile(a: torch.Tensor, c: torch.Tensor, r0: int, t0: int, plan: _Plan, want: str | None = None) -> _Tile:
@@ -105,7 +113,11 @@ def _tile(a: torch.Tensor, c: torch.Tensor, r0: int, t0: int, plan: _Plan, want:
         rows, k = ((local >= 0) & (local < width)).nonzero(as_tuple=True)
         excluded = (rows, local[rows, k])
         logits = logits.index_put_(excluded, logits.new_tensor(NEG_INF))
-    return _Tile(x, logits, companion, excluded)
+    same = None
+    if plan.labels is not None:  # the tile's mask from the two label vectors: never an [A, M] mask
+        same = plan.labels[0][r0 : r0 + n_rows, None] == plan.labels[1][None, t0 : t0 + width]
+        logits = logits.masked_fill_(same, NEG_INF)
+    return _Tile(x, logits, companion, excluded, same)
 
 
 def _row_block_forward(a: torch.Tensor, c: torch.Tensor, r0: int, width: int, plan: _Plan,
@@ -119,7 +131,7 @@ def _row_block_forward(a: torch.Tensor, c: torch.Tensor, r0: int, width: int, pl
         tile = _tile(a, c[t0 : t0 + width], r0, t0, plan, "stat")
         logits = tile.logits
         if stats is not None:
-            stats.add(tile.companion, tile.excluded)
+            stats.add(tile.companion, tile.excluded, tile.same)
         m_new = torch.maximum(m, logits.amax(dim=1))
         shift = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)  # rows with no negative yet
         centred = logits.sub_(shift[:, None])  # in place: x (or the map's output) is not needed any more
@@ -196,9 +208,11 @@ def streaming_negative_lse(
     logit_map: LogitMap | None = None,
     bias_cols: torch.Tensor | None = None,
     bias: float = 0.0,
+    labels: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> list[torch.Tensor]:
     """LSE over each anchor's negatives of ``phi(anchors @ candidates.T)`` [A], then (no grad) at ``r *`` the
-    logits for each ratio r.
+    logits for each ratio r. ``labels`` (anchors' [A], candidates' [M]): a candidate of its anchor's label is no
+    negative.
 
     Shapes:
         anchors: [A, D] (pre-scaled by 1/tau for a scalar temperature); candidates: [M, D];
@@ -208,5 +222,5 @@ def streaming_negative_lse(
     if ratios and logit_map is not None:
         raise ValueError("extra scales (ratios) apply to scalar temperatures only")
     plan = _Plan(exclude_cols, bias_cols, float(bias), logit_map, tuple(float(r) for r in ratios),
-                 anchors.shape[0], candidates.shape[0])  # fmt: skip
+                 anchors.shape[0], candidates.shape[0], labels)  # fmt: skip
     return list(_StreamingNegativeLSE.apply(anchors, candidates, plan))
