@@ -315,3 +315,16 @@ def test_a_rank_with_one_row_is_fine_when_the_global_batch_has_negatives():
     expected = float(clp.build_loss("infonce", layout="cross_view").double()(z1, z2))
     first, second = run_distributed(_disagreeing_rank, "one_row")
     assert first == pytest.approx(second) and first == pytest.approx(expected)
+
+
+def _labelled_queue_rank(rank, world):
+    torch.manual_seed(0)
+    queue = clp.FeatureQueue(8, 3, labels=True)
+    queue.enqueue(torch.randn(2 + rank, 3), torch.arange(2 + rank) + 10 * rank)
+    return queue.get_labels().tolist(), int(queue.ptr)
+
+
+@pytest.mark.distributed
+def test_a_labelled_queue_gathers_every_ranks_keys_and_labels():
+    first, second = run_distributed(_labelled_queue_rank)
+    assert first == second == ([0, 1, 10, 11, 12, -1, -1, -1], 5)

@@ -325,3 +325,25 @@ def test_exclude_is_checked_at_construction_and_amcl_refuses_it():
         clp.build_loss("infonce", exclude="label")
     with pytest.raises(ValueError, match="amcl does not take exclude"):
         clp.build_loss("amcl", dim=4, exclude="same_label")
+
+
+def test_a_labelled_queue_keeps_its_keys_labels_for_exclude_same_label():
+    """FeatureQueue(labels=True) stores each key's label (first in, first out, as its keys); the queue layout
+    then excludes the stored keys of the anchor's label, equal to the loop reference."""
+    torch.manual_seed(0)
+    queue = clp.FeatureQueue(6, D, gather_distributed=False, labels=True)
+    assert queue.get_labels().tolist() == [-1] * 6  # the random initial keys carry no label
+    keys = torch.randn(8, D, dtype=torch.float64)
+    queue.enqueue(keys[:4], torch.tensor([0, 1, 2, 0]))
+    queue.enqueue(keys[4:], torch.tensor([3, 1, 4, 2]))  # wraps: the last 6 stay
+    assert queue.get_labels().tolist() == [4, 2, 2, 0, 3, 1] and int(queue.ptr) == 2  # slots 4, 5, 0, 1
+    z1, z2, _ = _inputs()
+    loss_fn = clp.build_loss("macl", layout="queue", exclude="same_label", reduction="none").double()
+    ours = loss_fn(z1, z2, queue=queue.get().double(), labels=LABELS, queue_labels=queue.get_labels())
+    groups = ref.enumerate_layout("queue", z1, z2, queue=queue.get().double(), labels=LABELS,
+                                  queue_labels=queue.get_labels())  # fmt: skip
+    torch.testing.assert_close(ours, _reference("macl", loss_fn, groups), rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError, match="pass enqueue\\(keys, labels=...\\)"):
+        queue.enqueue(keys[:2])
+    with pytest.raises(ValueError, match="stores no labels"):
+        clp.FeatureQueue(6, D).get_labels()

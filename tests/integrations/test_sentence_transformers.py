@@ -164,3 +164,33 @@ def test_gather_across_devices_is_mnrl_under_two_processes(model_dir, cached):
         torch.testing.assert_close(v2, v1, rtol=1e-12, atol=1e-12)
         for name in g1:
             torch.testing.assert_close(g2[name], g1[name], rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_duplicate_texts_are_no_negatives(model_dir, cached):
+    """``exclude_duplicates``: "a red car" is anchor 5's positive and also row 2's negative; anchor 5 then does
+    not treat that negative as one. Equal to ``from_similarity`` with that column removed by hand; without
+    duplicates in the batch it is MNRL's loss."""
+    import torch.nn.functional as F
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+
+    from integrations.frameworks.sentence_transformers import CachedStrategyRankingLoss, StrategyRankingLoss
+
+    model = _model(model_dir)
+    build = (lambda **kw: CachedStrategyRankingLoss(model, "macl", mini_batch_size=2, **kw)) if cached else (
+        lambda **kw: StrategyRankingLoss(model, "macl", **kw))  # fmt: skip
+    columns = [ANCHORS, POSITIVES, NEGATIVES]
+    value, grads = _value_and_grads(model, build(exclude_duplicates=True), columns)
+    with torch.no_grad():
+        a, p, n = (model.encode(list(c), convert_to_tensor=True).double() for c in columns)
+    sim = F.normalize(a, dim=-1) @ F.normalize(torch.cat([p, n]), dim=-1).T
+    pos = torch.eye(6, 12, dtype=torch.bool)
+    neg = ~pos
+    neg[5, 6 + 2] = False  # NEGATIVES[2] is POSITIVES[5]
+    expected = clp.build_host_loss("macl", host_tau=0.05, layout="cross_view").from_similarity(sim, pos, neg)
+    torch.testing.assert_close(value, expected.to(value.dtype), rtol=1e-9, atol=1e-9)
+    assert abs(float(value) - float(_value_and_grads(model, build(), columns)[0])) > 1e-6
+    theirs = _value_and_grads(model, MultipleNegativesRankingLoss(model), [ANCHORS, POSITIVES])
+    ours = _value_and_grads(model, StrategyRankingLoss(model, "infonce", exclude_duplicates=True), [ANCHORS, POSITIVES])
+    torch.testing.assert_close(ours[0], theirs[0], rtol=1e-12, atol=1e-12)
+    assert grads
