@@ -153,6 +153,20 @@ def ours(name: str, **kwargs) -> Callable[[int], Loss]:
     return lambda dim: clp.build_host_loss(name, host_tau=TAU, feature_dim=dim, **kwargs)
 
 
+def labelled(factory: Callable[[int], Loss], classes: int = 100) -> Callable[[int], Loss]:
+    """``exclude="same_label"`` with pair i labelled i mod ``classes`` (a batch of ``classes`` classes)."""
+
+    def make(dim: int) -> Loss:
+        loss = factory(dim)
+
+        def fn(z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
+            return loss(z1, z2, labels=torch.arange(z1.shape[0], device=z1.device) % classes)
+
+        return fn
+
+    return make
+
+
 def label_of(name: str) -> str:
     return f"{name} (3 heads)" if clp.get_loss_class(name).feature_dim_arg else name
 
@@ -166,6 +180,10 @@ CASES: dict[str, tuple[str, Callable[[int], Loss | None]]] = {
     "infonce [fused]": ("simclr", ours("infonce", kernel="fused")),
     "infonce [stream]": ("simclr", ours("infonce", kernel="stream")),
     "amcl mle (3 heads)": ("simclr", ours("amcl", form="mle")),  # the paper's MLE form: O(N²·hidden)
+    # exclude="same_label" on 100 classes: the label masks' cost beside the unlabelled rows above
+    **{f"{name} + same_label": ("simclr", labelled(ours(name, exclude="same_label")))
+       for name in ("infonce", "macl", "dystress", "temperature_free")},  # fmt: skip
+    "infonce [stream] + same_label": ("simclr", labelled(ours("infonce", kernel="stream", exclude="same_label"))),
     "F.cross_entropy" + CROSS: ("cross_view", lambda dim: plain_cross_view),
     "info-nce-pytorch InfoNCE": ("cross_view", lambda dim: info_nce()),
     "sentence-transformers MNRL": ("cross_view", lambda dim: _sentence_transformers(cached=False)),

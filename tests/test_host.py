@@ -104,3 +104,17 @@ def test_the_strategy_authoring_snippet_of_the_docs_runs_on_every_kernel():
         assert "cubic" in clp.available_losses()
     finally:
         registry._REGISTRY.pop("cubic", None)  # other tests list the shipped strategies
+
+
+def test_the_labels_snippet_of_the_docs_runs():
+    """docs/strategies.md "Labels": the snippet as written, on a batch of 8 pairs of 4 classes."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "strategies.md").read_text()
+    snippet = re.search(r"```python\n(.*?)```", text.split("## Labels", 1)[1], flags=re.S).group(1)
+    torch.manual_seed(0)
+    scope = {"clp": clp, "z1": torch.randn(8, 128), "z2": torch.randn(8, 128), "q": torch.randn(8, 128),
+             "k": torch.randn(8, 128), "y": torch.arange(8) % 4}  # fmt: skip
+    exec(compile(snippet, "docs/strategies.md", "exec"), scope)
+    assert torch.isfinite(scope["loss"]) and scope["queue"].get_labels()[:8].tolist() == [0, 1, 2, 3] * 2

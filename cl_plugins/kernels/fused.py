@@ -39,8 +39,6 @@ class NegativeLSE(torch.autograd.Function):
         x = a @ c.T
         if exclude_cols is not None and logit_map is None:
             x.scatter_(1, exclude_cols, NEG_INF)
-        if labels is not None and logit_map is None:  # an [A, M] bool beside the [A, M] buffer
-            x.masked_fill_(labels[0][:, None] == labels[1][None, :], NEG_INF)
         n_rows = x.shape[0]
         m = x.new_empty(n_rows, 1)
         s = x.new_empty(n_rows, 1)
@@ -50,7 +48,8 @@ class NegativeLSE(torch.autograd.Function):
         step = max(1, CHUNK_ELEMENTS // max(1, x.shape[1]))
         for start in range(0, n_rows, step):
             rows = slice(start, start + step)
-            same = None if labels is None or logit_map is None else labels[0][rows, None] == labels[1][None, :]
+            # the chunk's same-label mask, from the two label vectors while the chunk is in cache
+            same = None if labels is None else labels[0][rows, None] == labels[1][None, :]
             xc, derivative = _chunk_logits(x[rows], rows, exclude_cols, logit_map, bias_cols, bias, stats, same)
             mc = xc.amax(dim=1, keepdim=True)  # finite: every row keeps at least one negative
             for out, r in zip(extras, ratios):
@@ -94,6 +93,8 @@ def _chunk_logits(x, rows, exclude_cols, logit_map, bias_cols, bias, stats, same
     if logit_map is None:
         if bias_cols is not None:
             x.scatter_add_(1, bias_cols[rows, None], x.new_full((x.shape[0], 1), bias))
+        if same is not None:
+            x.masked_fill_(same, NEG_INF)
         return x, None
     logits, derivative, stat = logit_map.evaluate_all(x)
     exclude = None if exclude_cols is None else exclude_cols[rows]
