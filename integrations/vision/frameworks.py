@@ -105,7 +105,8 @@ class ContrastiveSSL(nn.Module):
             if queue_size < 1:
                 raise ValueError("mocov2 needs queue_size >= 1; without a queue use framework='simmoco'")
             out_dim = _output_dim(head)
-            self.queue = clp.FeatureQueue(queue_size, out_dim)
+            # with exclude="same_label" the queue keeps its keys' labels too
+            self.queue = clp.FeatureQueue(queue_size, out_dim, labels=getattr(loss_fn, "exclude", None) is not None)
 
     def project(self, images: torch.Tensor) -> torch.Tensor:
         return self.head(self.backbone(images))
@@ -116,21 +117,29 @@ class ContrastiveSSL(nn.Module):
         return self.head_m(self.backbone_m(images))
 
     def forward(self, batch: Any) -> torch.Tensor:
+        """``batch``: images, or (images, labels); the labels reach a loss built with ``exclude="same_label"``
+        (``--loss_arg exclude=same_label``: two images of one class are then no negatives of each other)."""
         images = batch[0] if isinstance(batch, (tuple, list)) else batch
+        labelled = getattr(self.loss_fn, "exclude", None) is not None
+        if labelled and not (isinstance(batch, (tuple, list)) and len(batch) > 1):
+            raise ValueError("a loss built with exclude='same_label' needs (images, labels) batches")
+        extra = {"labels": batch[1]} if labelled else {}
         x1, x2 = self.augment(images), self.augment(images)
         if self.framework in ("simclr", "simco"):
-            return self.loss_fn(self.project(x1), self.project(x2))
+            return self.loss_fn(self.project(x1), self.project(x2), **extra)
         q1, k2 = self.project(x1), self.project_momentum(x2)
         pairs = [(q1, k2)]
         if self.symmetric:
             pairs.append((self.project(x2), self.project_momentum(x1)))
         if self.queue is None:
-            loss = sum(self.loss_fn(q, k) for q, k in pairs) / len(pairs)
+            loss = sum(self.loss_fn(q, k, **extra) for q, k in pairs) / len(pairs)
             return loss  # type: ignore[return-value]
         negatives = self.queue.get()
-        loss = sum(self.loss_fn(q, k, queue=negatives) for q, k in pairs) / len(pairs)
+        if labelled:
+            extra["queue_labels"] = self.queue.get_labels()
+        loss = sum(self.loss_fn(q, k, queue=negatives, **extra) for q, k in pairs) / len(pairs)
         for _, k in pairs:
-            self.queue.enqueue(k)
+            self.queue.enqueue(k, extra.get("labels"))
         return loss  # type: ignore[return-value]
 
     @torch.no_grad()

@@ -113,3 +113,27 @@ def test_views_are_checked(bert_dir):
         with pytest.raises(ValueError, match="non-empty list of rows|must be a text"):
             ViewCollator(tokenizer)(bad)
     assert clp.get_loss_class("learnable")  # the strategies above exist in the registry
+
+
+def test_a_label_column_excludes_same_label_rows_from_the_negatives(bert_dir):
+    """Rows with an integer ``label``: the collator stacks views and classes, the loss passes each pair's class as
+    ``labels=`` (rows 0 and 2 share a class, so neither is the other's negative)."""
+    from integrations.frameworks.hf_trainer import StrategyLossFunc, ViewCollator
+
+    model, tokenizer = _model_and_tokenizer(bert_dir)
+    model = model.double()
+    rows = [{"anchor": r["anchor"], "positive": r["positive"], "label": c} for r, c in zip(ROWS, (0, 1, 0, 2))]
+    batch = ViewCollator(tokenizer)(rows)
+    labels = batch.pop("labels")
+    assert labels.tolist() == [[0, 0, 0, 0, 1, 1, 1, 1], [0, 1, 0, 2, 0, 1, 0, 2]]
+    outputs = model(**batch)
+    ours = StrategyLossFunc("macl", host_tau=0.05, exclude="same_label")(outputs, labels)
+    z = outputs.last_hidden_state[:, 0]
+    core = clp.build_host_loss("macl", host_tau=0.05, layout="cross_view", exclude="same_label")
+    torch.testing.assert_close(ours, core(z[:4], z[4:], labels=torch.tensor([0, 1, 0, 2])), rtol=1e-12, atol=1e-12)
+    unlabelled = StrategyLossFunc("macl", host_tau=0.05)(outputs, labels[0])
+    assert abs(float(ours.detach()) - float(unlabelled.detach())) > 1e-6
+    with pytest.raises(ValueError, match="no use for them"):
+        StrategyLossFunc("macl", host_tau=0.05)(outputs, labels)
+    with pytest.raises(ValueError, match="integer label in every row"):
+        ViewCollator(tokenizer)([{**rows[0], "label": "cat"}, rows[1]])

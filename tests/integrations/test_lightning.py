@@ -115,3 +115,21 @@ def test_the_hook_counts_from_where_a_fit_starts(tmp_path):
     for _ in range(2):
         _trainer(1, shared, enable_checkpointing=False).fit(twice, loader)
     assert int(twice.loss_fn.step_count) == 6
+
+
+def test_a_batch_with_labels_passes_them_to_the_loss():
+    """``(x1, x2, y)`` batches for a loss built with ``exclude="same_label"``: the step's loss is the loss with
+    ``labels=y``; malformed batches get one line."""
+    from integrations.frameworks.lightning import ContrastiveModule
+
+    torch.manual_seed(0)
+    x1, x2, y = torch.randn(8, 6), torch.randn(8, 6), torch.tensor([0, 1, 0, 2, 1, 3, 3, 0])
+    loss_fn = clp.build_loss("macl", exclude="same_label")
+    module = ContrastiveModule(torch.nn.Linear(6, 4), loss_fn)
+    module.log = lambda *args, **kwargs: None  # outside a Trainer
+    expected = loss_fn(module.encoder(x1), module.encoder(x2), labels=y)
+    torch.testing.assert_close(module.training_step((x1, x2, y), 0), expected)
+    with pytest.raises(ValueError, match="every call of such a loss passes labels="):
+        module.training_step((x1, x2), 0)
+    with pytest.raises(ValueError, match="a batch is \\(x1, x2\\) or \\(x1, x2, labels\\)"):
+        module.training_step((x1,), 0)

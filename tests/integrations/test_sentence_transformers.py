@@ -194,3 +194,31 @@ def test_duplicate_texts_are_no_negatives(model_dir, cached):
     ours = _value_and_grads(model, StrategyRankingLoss(model, "infonce", exclude_duplicates=True), [ANCHORS, POSITIVES])
     torch.testing.assert_close(ours[0], theirs[0], rtol=1e-12, atol=1e-12)
     assert grads
+
+
+def _duplicates_rank(rank, world, model_dir):
+    from integrations.frameworks.sentence_transformers import StrategyRankingLoss
+
+    rows = slice(rank * 3, (rank + 1) * 3)
+    model = _model(model_dir)
+    loss = StrategyRankingLoss(model, "macl", gather_across_devices=True, exclude_duplicates=True)
+    return float(_value_and_grads(model, loss, [ANCHORS[rows], POSITIVES[rows], NEGATIVES[rows]])[0])
+
+
+@pytest.mark.distributed
+def test_duplicates_across_processes_are_no_negatives(model_dir):
+    """"a red car" is rank 0's negative and rank 1's positive (row 5): the gathered text keys find it."""
+    import torch.nn.functional as F
+
+    from tests.dist_utils import run_distributed
+
+    model = _model(model_dir)
+    with torch.no_grad():
+        a, p, n = (model.encode(list(c), convert_to_tensor=True).double() for c in (ANCHORS, POSITIVES, NEGATIVES))
+    sim = F.normalize(a, dim=-1) @ F.normalize(torch.cat([p, n]), dim=-1).T
+    pos = torch.eye(6, 12, dtype=torch.bool)
+    neg = ~pos
+    neg[5, 6 + 2] = False
+    loss = clp.build_host_loss("macl", host_tau=0.05, layout="cross_view")
+    expected = [float(loss.from_similarity(sim[r], pos[r], neg[r])) for r in (slice(0, 3), slice(3, 6))]
+    assert run_distributed(_duplicates_rank, str(model_dir)) == pytest.approx(expected, rel=1e-9)

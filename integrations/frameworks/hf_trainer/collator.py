@@ -11,7 +11,9 @@ VIEWS = ("anchor", "positive", "negative")
 
 
 class ViewCollator:
-    """Rows of ``anchor`` / ``positive`` (/ ``negative``) texts -> one tokenised batch [V·B, L] + ``labels`` [V·B].
+    """Rows of ``anchor`` / ``positive`` (/ ``negative``) texts -> one tokenised batch [V·B, L] + ``labels`` [V·B]
+    (each row's view); rows with an integer ``label`` (a class, for ``exclude="same_label"``) give ``labels``
+    [2, V·B]: the views, then each row's class.
 
     Args:
         tokenizer: a Hugging Face tokenizer.
@@ -38,4 +40,10 @@ class ViewCollator:
             raise ValueError(f"every view of a row must be a text (str), got a {bad}")
         batch = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
         batch["labels"] = torch.arange(len(views)).repeat_interleave(len(rows))
+        if any("label" in row for row in rows):
+            classes = [row.get("label") for row in rows]
+            bad = [c for c in classes if not isinstance(c, int) or isinstance(c, bool)]
+            if bad:
+                raise ValueError(f"a batch with a 'label' column needs an integer label in every row, got {bad[:3]}")
+            batch["labels"] = torch.stack([batch["labels"], torch.tensor(classes).repeat(len(views))])
         return dict(batch)

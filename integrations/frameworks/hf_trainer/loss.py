@@ -13,9 +13,11 @@ POOLERS = ("cls", "pooler")
 
 
 def split_views(labels: torch.Tensor, rows: int) -> list[torch.Tensor]:
-    """Row indices of view 0, view 1 (and the hard negatives, view 2) from ``ViewCollator``'s ``labels``, or one
-    line saying what is wrong with them."""
+    """Row indices of view 0, view 1 (and the hard negatives, view 2) from ``ViewCollator``'s ``labels`` (its
+    first row when it also carries classes), or one line saying what is wrong with them."""
     fix = "build the batches with ViewCollator, whose labels give each row's view"
+    if isinstance(labels, torch.Tensor) and labels.dim() == 2 and labels.shape[0] == 2:
+        labels = labels[0]
     if not isinstance(labels, torch.Tensor) or labels.dim() != 1 or labels.numel() != rows:
         shape = tuple(labels.shape) if isinstance(labels, torch.Tensor) else type(labels).__name__
         raise ValueError(f"labels must be a 1-D tensor with one view index per row ({rows} rows), got {shape}; {fix}")
@@ -65,7 +67,12 @@ class StrategyLossFunc(nn.Module):
         if labels is None:
             raise ValueError("labels (the view of each row) are missing: build the batches with ViewCollator")
         z = self.pool(outputs)
-        views = split_views(labels, z.shape[0])
-        views = [z[v] for v in views]
+        rows = split_views(labels, z.shape[0])
+        views = [z[v] for v in rows]
         hard = views[2] if len(views) > 2 else None
-        return self.loss_fn(views[0], views[1], hard_negatives=hard)
+        classes = labels[1][rows[0]] if labels.dim() == 2 else None  # each pair's class, from its anchor row
+        if classes is not None and getattr(self.loss_fn, "exclude", None) is None:
+            raise ValueError("the batch carries class labels (a 'label' column) but the loss has no use for them: "
+                             "build StrategyLossFunc(..., exclude='same_label') or drop the column")  # fmt: skip
+        extra = {} if classes is None else {"labels": classes}
+        return self.loss_fn(views[0], views[1], hard_negatives=hard, **extra)

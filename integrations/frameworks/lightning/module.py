@@ -29,9 +29,13 @@ class ContrastiveModule(LightningModule):
         self.encoder, self.loss_fn = encoder, loss_fn
         self.lr, self.weight_decay, self.optimizer_name = lr, weight_decay, optimizer
 
-    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        x1, x2 = batch
-        loss = self.loss_fn(self.encoder(x1), self.encoder(x2))
+    def training_step(self, batch: tuple[torch.Tensor, ...], batch_idx: int) -> torch.Tensor:
+        """``(x1, x2)``, or ``(x1, x2, y)`` with each pair's class for a loss built with ``exclude="same_label"``."""
+        if not isinstance(batch, (tuple, list)) or len(batch) not in (2, 3):
+            raise ValueError("a batch is (x1, x2) or (x1, x2, labels), e.g. from TensorDataset(x1, x2[, y])")
+        x1, x2, *labels = batch
+        extra = {"labels": labels[0]} if labels else {}
+        loss = self.loss_fn(self.encoder(x1), self.encoder(x2), **extra)
         self.log("train/loss", loss.detach(), prog_bar=True)
         for key, value in getattr(self.loss_fn, "stats", {}).items():
             if key != "loss":
