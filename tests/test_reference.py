@@ -347,3 +347,22 @@ def test_a_labelled_queue_keeps_its_keys_labels_for_exclude_same_label():
         queue.enqueue(keys[:2])
     with pytest.raises(ValueError, match="stores no labels"):
         clp.FeatureQueue(6, D).get_labels()
+
+
+def test_pytorch_metric_learnings_labelled_ntxent_through_from_similarity():
+    """docs/strategies.md: pytorch-metric-learning's NT-Xent with labels (each same-label pair one term, the other
+    labels' samples its negatives, averaged over pairs) as masks, against the terms written out."""
+    g = torch.Generator().manual_seed(11)
+    features = torch.randn(8, 5, generator=g, dtype=torch.float64, requires_grad=True)
+    labels = torch.tensor([0, 1, 0, 2, 1, 0, 2, 1])
+    z = torch.nn.functional.normalize(features, dim=1)
+    sim = z @ z.T
+    same = labels[:, None] == labels[None, :]
+    own = torch.eye(8, dtype=torch.bool)
+    pml = clp.build_loss("infonce", tau=0.1).from_similarity(sim, same & ~own, ~same, average="pair")
+    terms = [-(sim[a, p] / 0.1 - torch.logsumexp(torch.cat([sim[a, p:p + 1], sim[a][~same[a]]]) / 0.1, 0))
+             for a in range(8) for p in range(8) if same[a, p] and a != p]  # fmt: skip
+    expected = torch.stack(terms).mean()
+    torch.testing.assert_close(pml, expected, rtol=1e-12, atol=1e-12)
+    for a, b in zip(torch.autograd.grad(pml, features, retain_graph=True), torch.autograd.grad(expected, features)):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
