@@ -284,6 +284,21 @@ def _check_labels(layout: str, labels: Labels, n: int, hard_negatives: torch.Ten
         raise ValueError("labels= with hard_negatives= is not supported: a hard negative has no label here")
 
 
+def _checked_queue(z1: torch.Tensor, queue: torch.Tensor | None, hard_negatives: torch.Tensor | None) -> torch.Tensor:
+    """``queue=`` as ``layout="queue"`` needs it, or one line saying what is wrong."""
+    if queue is None:
+        raise ValueError(
+            "layout='queue' needs queue= [K, D] negatives (e.g. FeatureQueue.get()); "
+            "use layout='cross_view' for in-batch negatives"
+        )
+    if hard_negatives is not None:
+        raise ValueError("layout='queue' does not take hard_negatives=")
+    check_embeddings(queue, "queue")
+    check_same(z1, queue, ("z1", "queue"))
+    check_feature_dim(queue, z1.shape[1], "queue", "z1")
+    return queue
+
+
 def _build(
     layout: str,
     z1: torch.Tensor,
@@ -332,16 +347,7 @@ def _build(
             )
         return _cross_view(z1, z2, symmetric, hard_negatives, gather_fn, labels)
     if layout == "queue":
-        if queue is None:
-            raise ValueError(
-                "layout='queue' needs queue= [K, D] negatives (e.g. FeatureQueue.get()); "
-                "use layout='cross_view' for in-batch negatives"
-            )
-        if hard_negatives is not None:
-            raise ValueError("layout='queue' does not take hard_negatives=")
-        check_embeddings(queue, "queue")
-        check_same(z1, queue, ("z1", "queue"))
-        check_feature_dim(queue, z1.shape[1], "queue", "z1")
+        queue = _checked_queue(z1, queue, hard_negatives)
         if gather:
             check_agreement(z1, tag)
         return _queue(z1, z2, symmetric, queue, labels)
