@@ -285,9 +285,7 @@ class ContrastiveLoss(nn.Module):
             return "dense"
         if self.kernel in ("stream", "fused"):
             return self.kernel
-        if block.anchors.device.type == "cuda":
-            return "stream" if block.size >= CUDA_STREAM_FROM_ELEMENTS else "dense"
-        return "stream" if block.size >= STREAM_FROM_ELEMENTS else "fused"
+        return auto_kernel(block)
 
     def block_loss(self, block: PairBlock) -> torch.Tensor:
         """Per-anchor losses [A] of one block."""
@@ -388,6 +386,14 @@ def _recording_arguments(init: Callable[..., None]) -> Callable[..., None]:
         init(self, *args, **kwargs)
 
     return wrapper
+
+
+def auto_kernel(block: PairBlock) -> str:
+    """``kernel="auto"``'s choice for ``block``: on the CPU the one-buffer kernel, streaming from
+    :data:`STREAM_FROM_ELEMENTS` logits; on a GPU the dense path, streaming from :data:`CUDA_STREAM_FROM_ELEMENTS`."""
+    if block.anchors.device.type == "cuda":
+        return "stream" if block.size >= CUDA_STREAM_FROM_ELEMENTS else "dense"
+    return "stream" if block.size >= STREAM_FROM_ELEMENTS else "fused"
 
 
 def _shape(x: object) -> str:

@@ -179,3 +179,26 @@ def test_d_a_small_encoder_learns_the_mixture(case, seed):
     baseline, trained, gap = _train(CASES[case][0], seed)
     learns = trained >= baseline + MARGIN and gap > 0
     assert learns == (case == "anchor"), (baseline, trained, gap)
+
+
+@pytest.mark.parametrize("layout,symmetric", [("simclr", False), ("cross_view", True)])
+def test_the_anchor_form_is_the_same_on_every_kernel(layout, symmetric):
+    """Per-anchor τ rescales the anchors, so the scalar kernels apply: dense, fused and streaming give one loss and
+    one gradient (inputs and heads), and ``auto`` streams from the same size as every other strategy."""
+    from cl_plugins import base
+
+    torch.manual_seed(0)
+    z1, z2 = torch.randn(9, 6, dtype=torch.float64), torch.randn(9, 6, dtype=torch.float64)
+    results = []
+    for kernel in ("dense", "fused", "stream"):
+        torch.manual_seed(1)
+        loss_fn = clp.build_loss("amcl", dim=6, heads=2, kernel=kernel, layout=layout, symmetric=symmetric).double()
+        a = z1.clone().requires_grad_()
+        value = loss_fn(a, z2)
+        results.append((value.detach(), torch.autograd.grad(value, [a, *loss_fn.parameters()])))
+    for value, grads in results[1:]:
+        torch.testing.assert_close(value, results[0][0], rtol=1e-12, atol=1e-12)
+        for g, ref in zip(grads, results[0][1]):
+            torch.testing.assert_close(g, ref, rtol=1e-10, atol=1e-12)
+    block = clp.build_loss("infonce").blocks(z1, z2)[0]
+    assert base.auto_kernel(block) == "fused"

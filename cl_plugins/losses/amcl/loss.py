@@ -48,7 +48,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from ...base import ContrastiveLoss
+from ...base import ContrastiveLoss, auto_kernel
 from ...extension import LazyLogits, Pairs, softplus
 from ...layouts import PairBlock
 from ...registry import register_loss
@@ -246,8 +246,10 @@ class AMCLLoss(ContrastiveLoss):
     def _anchor_loss(self, net: AnchorTemperature, block: PairBlock, pairs: Pairs) -> torch.Tensor:
         lazy = block.lazy()
         tau = net(block.anchors).to(lazy.dtype)
-        if self.kernel != "dense":  # s_ij / tau_i = (a_i / tau_i) . c_j: the scalar kernel with rescaled anchors
-            logits: torch.Tensor | LazyLogits = LazyLogits(lazy.anchors / tau[:, None], lazy.candidates, lazy.positives)
+        kernel = auto_kernel(block) if self.kernel == "auto" else self.kernel
+        if kernel != "dense":  # s_ij / tau_i = (a_i / tau_i) . c_j: the scalar kernel with rescaled anchors
+            logits: torch.Tensor | LazyLogits = LazyLogits(lazy.anchors / tau[:, None], lazy.candidates, lazy.positives,
+                                                           stream=kernel == "stream")  # fmt: skip
         else:
             logits = block.cosine() / tau[:, None]
         d = pairs.d(logits)
