@@ -46,6 +46,9 @@ class LogitMap:
     ``with_stat(x) -> (phi(x), stat(x))`` (optional): a per-pair quantity whose sum, min and max over the
     negatives are passed to ``on_stats(sum, min, max)`` after the forward pass. ``full(x) -> (phi(x), phi'(x),
     stat(x))`` computes all three at once where they share work (default: ``with_derivative`` and ``with_stat``).
+    ``exp_form(x) -> (exp(phi(x)), phi'(x))`` (optional): the exponential in closed form, for a map bounded
+    enough that the kernels may sum ``exp(phi)`` without a running maximum (temperature-free:
+    ``exp(2 atanh s) = (1 + s) / (1 - s)``, one division per pair and no transcendental function).
     """
 
     value: Callable[[torch.Tensor], torch.Tensor]
@@ -53,6 +56,7 @@ class LogitMap:
     with_stat: Callable[[torch.Tensor], Pair] | None = None
     on_stats: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], None] | None = None
     full: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor, torch.Tensor]] | None = None
+    exp_form: Callable[[torch.Tensor], Pair] | None = None
 
     def evaluate(self, x: torch.Tensor, want: str | None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(phi(x), the ``want``-ed companion: ``"stat"``, ``"derivative"`` or None)."""

@@ -181,3 +181,31 @@ def test_tiles_are_sized_for_the_device(monkeypatch: pytest.MonkeyPatch) -> None
         monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device, f=free: (f, 80 << 30))
         assert streaming.tile_sizes(65536, 131072, gpu) == expected, free
     assert streaming.tile_sizes(8, 10, gpu) == (8, 10)  # never larger than the matrix
+
+
+@pytest.mark.parametrize("kernel", ["fused", "stream"])
+@pytest.mark.parametrize("bias", [0.3, 30.0])  # 30: above CLOSED_FORM_MAX_BIAS, the log-sum-exp path instead
+def test_temperature_frees_closed_form_equals_its_log_sum_exp(kernel, bias, monkeypatch):
+    """exp(2 atanh s) = (1 + s) / (1 - s): the kernels sum it without a maximum (no atanh, no exp), equal to the
+    dense path's 2 atanh(s) in float64 near and at s = +-1, with a hard negative's bias."""
+    loss = clp.build_loss("temperature_free", kernel=kernel)
+    assert loss.logit_map(None).exp_form is not None
+    used = []
+    original = streaming._exp_tile if kernel == "stream" else fused._chunk_exp
+    monkeypatch.setattr(streaming if kernel == "stream" else fused, "_exp_tile" if kernel == "stream" else "_chunk_exp",
+                        lambda *args: used.append(1) or original(*args))  # fmt: skip
+    g = torch.Generator().manual_seed(3)
+    z1 = torch.randn(6, 4, generator=g, dtype=torch.float64)
+    z2 = z1 + 1e-7 * torch.randn(6, 4, generator=g, dtype=torch.float64)  # cosines within 1e-7 of 1
+    z2[0] = z1[0]  # exactly 1
+    hard = -z1.clone()
+    hard[1] = z1[1]  # a hard negative at s = 1
+    values = []
+    for k in ("dense", kernel):
+        a = z1.clone().requires_grad_()
+        loss_fn = clp.build_loss("temperature_free", kernel=k, layout="cross_view", hard_negative_weight=bias).double()
+        value = loss_fn(a, z2, hard_negatives=hard)
+        values.append((value.detach(), torch.autograd.grad(value, a)[0]))
+    torch.testing.assert_close(values[1][0], values[0][0], rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(values[1][1], values[0][1], rtol=1e-9, atol=1e-10)
+    assert bool(used) == (bias <= streaming.CLOSED_FORM_MAX_BIAS)

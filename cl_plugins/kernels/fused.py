@@ -14,11 +14,12 @@ buffer before it is overwritten.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import torch
 
-from .streaming import NegativeStats
+from .streaming import CLOSED_FORM_MAX_BIAS, NegativeStats
 
 if TYPE_CHECKING:  # the extension types import these kernels
     pass
@@ -44,12 +45,19 @@ class NegativeLSE(torch.autograd.Function):
         s = x.new_empty(n_rows, 1)
         extras = [x.new_empty(n_rows) for _ in ratios]
         stats = NegativeStats(x) if logit_map is not None and logit_map.with_stat is not None else None
+        closed = logit_map is not None and logit_map.exp_form is not None and stats is None and (
+            abs(bias) <= CLOSED_FORM_MAX_BIAS)  # fmt: skip
         # row chunks that stay in cache: max, exp and sums then cost about one pass over x
         step = max(1, CHUNK_ELEMENTS // max(1, x.shape[1]))
         for start in range(0, n_rows, step):
             rows = slice(start, start + step)
             # the chunk's same-label mask, from the two label vectors while the chunk is in cache
             same = None if labels is None else labels[0][rows, None] == labels[1][None, :]
+            if closed:  # exp(phi) and phi' in closed form: no maximum, no exp
+                e, derivative = _chunk_exp(x[rows], rows, exclude_cols, logit_map, bias_cols, bias, same)
+                m[rows], s[rows] = 0.0, e.sum(dim=1, keepdim=True)
+                torch.mul(e, derivative, out=x[rows])
+                continue
             xc, derivative = _chunk_logits(x[rows], rows, exclude_cols, logit_map, bias_cols, bias, stats, same)
             mc = xc.amax(dim=1, keepdim=True)  # finite: every row keeps at least one negative
             for out, r in zip(extras, ratios):
@@ -85,6 +93,19 @@ class NegativeLSE(torch.autograd.Function):
             grad_a = g @ c if ctx.needs_input_grad[0] else None
             grad_c = g.T @ a if ctx.needs_input_grad[1] else None
         return grad_a, grad_c, None, None, None, None, None, None
+
+
+def _chunk_exp(x, rows, exclude_cols, logit_map, bias_cols, bias, same):  # type: ignore[no-untyped-def]
+    """(exp of the chunk's logits with 0 at its non-negatives, the map's derivative) from the map's closed form."""
+    e, derivative = logit_map.exp_form(x)
+    if bias_cols is not None:  # exp(l + bias) = exp(l) * e^bias at each row's biased column
+        cols = bias_cols[rows, None]
+        e.scatter_(1, cols, e.gather(1, cols) * math.exp(bias))
+    if exclude_cols is not None:
+        e.scatter_(1, exclude_cols[rows], 0.0)
+    if same is not None:
+        e.masked_fill_(same, 0.0)
+    return e, derivative
 
 
 def _chunk_logits(x, rows, exclude_cols, logit_map, bias_cols, bias, stats, same=None):  # type: ignore[no-untyped-def]

@@ -65,7 +65,16 @@ class TemperatureFreeLoss(ContrastiveLoss):
         # clamp passes the gradient on [lo, hi] (bounds included), as autograd's does
         derivative = lambda s: torch.where((s >= lo) & (s <= hi), 2 / (1 - s * s), torch.zeros_like(s))  # noqa: E731
         value = lambda s: 2 * torch.atanh(self._clamped(s))  # noqa: E731
-        return LogitMap(value, with_derivative=lambda s: (value(s), derivative(s)))
+        return LogitMap(value, with_derivative=lambda s: (value(s), derivative(s)), exp_form=self._exp_form)
+
+    def _exp_form(self, s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(exp(2 atanh s) = (1 + s) / (1 - s), d(2 atanh s)/ds = 2 / ((1 - s)(1 + s))) at the clamped s, the
+        derivative 0 outside the clamp; at most 2 / eps, so the kernels sum it without a running maximum."""
+        lo, hi = -1 + self.eps, 1 - self.eps
+        inside = (s >= lo) & (s <= hi)
+        c = s.clamp(lo, hi)
+        plus, minus = 1 + c, 1 - c
+        return plus / minus, torch.where(inside, 2 / (plus * minus), torch.zeros_like(c))
 
     def logits(self, sim: torch.Tensor | LazyLogits, pairs: Pairs) -> torch.Tensor | LazyLogits:
         positive = pairs.positive(sim).detach()
