@@ -46,9 +46,11 @@ class LogitMap:
     ``with_stat(x) -> (phi(x), stat(x))`` (optional): a per-pair quantity whose sum, min and max over the
     negatives are passed to ``on_stats(sum, min, max)`` after the forward pass. ``full(x) -> (phi(x), phi'(x),
     stat(x))`` computes all three at once where they share work (default: ``with_derivative`` and ``with_stat``).
-    ``exp_form(x) -> (exp(phi(x)), phi'(x))`` (optional): the exponential in closed form, for a map bounded
-    enough that the kernels may sum ``exp(phi)`` without a running maximum (temperature-free:
-    ``exp(2 atanh s) = (1 + s) / (1 - s)``, one division per pair and no transcendental function).
+    ``exp_form(x, grad) -> (exp(phi(x)), exp(phi(x)) phi'(x) or None)`` (optional): the exponential (and, with
+    ``grad``, the softmax numerator's derivative factor) in closed form, for a map bounded enough that the
+    kernels may sum ``exp(phi)`` without a running maximum (temperature-free: with r = 1 / (1 - s),
+    ``exp(2 atanh s) = 2 r - 1`` and ``exp(phi) phi' = 2 r^2``: one reciprocal per pair, no transcendental
+    function).
     """
 
     value: Callable[[torch.Tensor], torch.Tensor]
@@ -56,7 +58,7 @@ class LogitMap:
     with_stat: Callable[[torch.Tensor], Pair] | None = None
     on_stats: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], None] | None = None
     full: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor, torch.Tensor]] | None = None
-    exp_form: Callable[[torch.Tensor], Pair] | None = None
+    exp_form: Callable[[torch.Tensor, bool], tuple[torch.Tensor, torch.Tensor | None]] | None = None
 
     def evaluate(self, x: torch.Tensor, want: str | None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(phi(x), the ``want``-ed companion: ``"stat"``, ``"derivative"`` or None)."""

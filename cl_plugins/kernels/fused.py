@@ -53,10 +53,10 @@ class NegativeLSE(torch.autograd.Function):
             rows = slice(start, start + step)
             # the chunk's same-label mask, from the two label vectors while the chunk is in cache
             same = None if labels is None else labels[0][rows, None] == labels[1][None, :]
-            if closed:  # exp(phi) and phi' in closed form: no maximum, no exp
-                e, derivative = _chunk_exp(x[rows], rows, exclude_cols, logit_map, bias_cols, bias, same)
+            if closed:  # exp(phi) and exp(phi) phi' in closed form: no maximum, no exp
+                e, factor = _chunk_exp(x[rows], rows, exclude_cols, logit_map, bias_cols, bias, same)
                 m[rows], s[rows] = 0.0, e.sum(dim=1, keepdim=True)
-                torch.mul(e, derivative, out=x[rows])
+                x[rows] = factor  # the buffer keeps exp(l - m) * phi'(x) with m = 0, all that backward needs
                 continue
             xc, derivative = _chunk_logits(x[rows], rows, exclude_cols, logit_map, bias_cols, bias, stats, same)
             mc = xc.amax(dim=1, keepdim=True)  # finite: every row keeps at least one negative
@@ -96,16 +96,17 @@ class NegativeLSE(torch.autograd.Function):
 
 
 def _chunk_exp(x, rows, exclude_cols, logit_map, bias_cols, bias, same):  # type: ignore[no-untyped-def]
-    """(exp of the chunk's logits with 0 at its non-negatives, the map's derivative) from the map's closed form."""
-    e, derivative = logit_map.exp_form(x)
-    if bias_cols is not None:  # exp(l + bias) = exp(l) * e^bias at each row's biased column
-        cols = bias_cols[rows, None]
-        e.scatter_(1, cols, e.gather(1, cols) * math.exp(bias))
-    if exclude_cols is not None:
-        e.scatter_(1, exclude_cols[rows], 0.0)
-    if same is not None:
-        e.masked_fill_(same, 0.0)
-    return e, derivative
+    """(exp of the chunk's logits, exp(l) phi') from the map's closed form, both 0 at the non-negatives."""
+    out = logit_map.exp_form(x, True)
+    for t in out:
+        if bias_cols is not None:  # exp(l + bias) = exp(l) * e^bias at each row's biased column
+            cols = bias_cols[rows, None]
+            t.scatter_(1, cols, t.gather(1, cols) * math.exp(bias))
+        if exclude_cols is not None:
+            t.scatter_(1, exclude_cols[rows], 0.0)
+        if same is not None:
+            t.masked_fill_(same, 0.0)
+    return out
 
 
 def _chunk_logits(x, rows, exclude_cols, logit_map, bias_cols, bias, stats, same=None):  # type: ignore[no-untyped-def]

@@ -106,11 +106,13 @@ class _Tile:
     same: torch.Tensor | None = None  # [R, T] the tile's same-label candidates (also no negatives)
 
 
-def _exp_tile(a: torch.Tensor, c: torch.Tensor, r0: int, t0: int, plan: _Plan) -> tuple[torch.Tensor, torch.Tensor]:
-    """(exp of the tile's logits, 0 at its non-negatives; the map's derivative) from the map's closed form."""
+def _exp_tile(a: torch.Tensor, c: torch.Tensor, r0: int, t0: int, plan: _Plan, grad: bool) -> torch.Tensor:
+    """The tile's exp(logits) (forward) or exp(logits) phi' (``grad``, backward) from the map's closed form,
+    0 at its non-negatives."""
     assert plan.logit_map is not None and plan.logit_map.exp_form is not None
     x = a @ c.T
-    e, derivative = plan.logit_map.exp_form(x)
+    e, factor = plan.logit_map.exp_form(x, grad)
+    e = factor if grad else e
     n_rows, width = x.shape
     if plan.bias_cols is not None:
         local = plan.bias_cols[r0 : r0 + n_rows] - t0
@@ -122,7 +124,7 @@ def _exp_tile(a: torch.Tensor, c: torch.Tensor, r0: int, t0: int, plan: _Plan) -
         e.index_put_((rows, local[rows, k]), e.new_zeros(()))
     if plan.labels is not None:
         e.masked_fill_(plan.labels[0][r0 : r0 + n_rows, None] == plan.labels[1][None, t0 : t0 + width], 0.0)
-    return e, derivative
+    return e
 
 
 def _tile(a: torch.Tensor, c: torch.Tensor, r0: int, t0: int, plan: _Plan, want: str | None = None) -> _Tile:
@@ -154,7 +156,8 @@ def _row_block_forward(a: torch.Tensor, c: torch.Tensor, r0: int, width: int, pl
     """[lse, extras...] of one row block, streaming over column tiles (the map's statistic into ``stats``)."""
     n = a.shape[0]
     if plan.closed:  # exp(phi) in closed form and bounded: plain sums, no running maximum
-        total = sum(_exp_tile(a, c[t0 : t0 + width], r0, t0, plan)[0].sum(dim=1) for t0 in range(0, plan.cols, width))
+        tiles = range(0, plan.cols, width)
+        total = sum(_exp_tile(a, c[t0 : t0 + width], r0, t0, plan, False).sum(dim=1) for t0 in tiles)
         return [total.log()]
     m = a.new_full((n,), NEG_INF)
     s = a.new_zeros(n)
@@ -209,8 +212,7 @@ class _StreamingNegativeLSE(torch.autograd.Function):
                 for t0 in range(0, plan.cols, width):
                     c_tile = c[t0 : t0 + width]
                     if plan.closed:
-                        e, derivative = _exp_tile(a_blk, c_tile, r0, t0, plan)
-                        g = e.mul_(torch.exp(-centre)).mul_(weight).mul_(derivative)
+                        g = _exp_tile(a_blk, c_tile, r0, t0, plan, True).mul_(torch.exp(-centre).mul_(weight))
                     else:
                         tile = _tile(a_blk, c_tile, r0, t0, plan, "derivative")
                         g = tile.logits.sub_(centre).exp_().mul_(weight)

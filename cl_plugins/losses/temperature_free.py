@@ -67,14 +67,16 @@ class TemperatureFreeLoss(ContrastiveLoss):
         value = lambda s: 2 * torch.atanh(self._clamped(s))  # noqa: E731
         return LogitMap(value, with_derivative=lambda s: (value(s), derivative(s)), exp_form=self._exp_form)
 
-    def _exp_form(self, s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(exp(2 atanh s) = (1 + s) / (1 - s), d(2 atanh s)/ds = 2 / ((1 - s)(1 + s))) at the clamped s, the
-        derivative 0 outside the clamp; at most 2 / eps, so the kernels sum it without a running maximum."""
+    def _exp_form(self, s: torch.Tensor, grad: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """With r = 1 / (1 - c) at the clamped c: exp(2 atanh c) = (1 + c) / (1 - c) = 2 r - 1, at most 2 / eps
+        (the kernels sum it without a running maximum), and with ``grad`` exp(phi) phi' = 2 r^2 (phi' = 2 / (1 - c^2);
+        0 outside the clamp)."""
         lo, hi = -1 + self.eps, 1 - self.eps
-        inside = (s >= lo) & (s <= hi)
-        c = s.clamp(lo, hi)
-        plus, minus = 1 + c, 1 - c
-        return plus / minus, torch.where(inside, 2 / (plus * minus), torch.zeros_like(c))
+        r = torch.reciprocal(1 - s.clamp(lo, hi))
+        if not grad:
+            return r.mul(2).sub_(1), None
+        factor = torch.where((s >= lo) & (s <= hi), r.square().mul_(2), torch.zeros_like(r))
+        return r.mul_(2).sub_(1), factor
 
     def logits(self, sim: torch.Tensor | LazyLogits, pairs: Pairs) -> torch.Tensor | LazyLogits:
         positive = pairs.positive(sim).detach()
