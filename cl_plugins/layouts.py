@@ -30,7 +30,7 @@ import torch
 
 from .distributed import check_agreement, gather_no_grad, gather_with_grad, is_distributed
 from .extension import LazyLogits
-from .validation import check_embeddings, check_feature_dim, check_rows, check_same
+from .validation import check_embeddings, check_feature_dim, check_integer_labels, check_rows, check_same
 
 LAYOUTS = ("simclr", "grace", "cross_view", "queue")
 
@@ -170,7 +170,7 @@ class Labels:
     def refuse_anchors_without_negatives(anchors: torch.Tensor, candidates: torch.Tensor) -> None:
         """One line, the same on every process (both label vectors span the global batch), when an anchor's
         label covers every candidate: no negative would be left to it."""
-        if bool((candidates == candidates[0]).all()) and bool((anchors == candidates[0]).any()):
+        if bool((candidates == candidates[0]).all() & (anchors == candidates[0]).any()):  # one host sync
             raise ValueError(f"with exclude='same_label' an anchor of label {int(candidates[0])} has no negative: "
                              "every candidate shares its label; use a larger or more varied batch (or queue)")
 
@@ -276,8 +276,7 @@ def _check_labels(layout: str, labels: Labels, n: int, hard_negatives: torch.Ten
             what = "pair" if y is labels.y else "queue row"
             raise ValueError(f"{name} must be a 1-D tensor with one label per {what}"
                              f"{f' ({rows})' if rows is not None else ''}, got {got}")  # fmt: skip
-        if y.is_floating_point() or y.is_complex():
-            raise TypeError(f"{name} must hold integer labels, got dtype {y.dtype}; call {name}.long()")
+        check_integer_labels(y, name)
     if labels.queue is not None and layout != "queue":
         raise ValueError(f"layout={layout!r} does not use queue_labels=; they label a queue (layout='queue')")
     if hard_negatives is not None:

@@ -28,10 +28,11 @@ from torch import nn
 
 from .distributed import gather_no_grad
 from .layouts import unit_rows
-from .validation import check_count, check_embeddings
+from .validation import check_count, check_embeddings, check_integer_labels
 
 #: the label of the initial random keys (no key of a real batch should carry it)
 NO_LABEL = -1
+NO_LABELS = "this FeatureQueue stores no labels; build it with FeatureQueue(..., labels=True)"
 
 
 class FeatureQueue(nn.Module):
@@ -59,7 +60,7 @@ class FeatureQueue(nn.Module):
     def get_labels(self) -> torch.Tensor:
         """The stored keys' labels [size] (``NO_LABEL`` for the initial random keys)."""
         if self.labels is None:
-            raise ValueError("this FeatureQueue stores no labels; build it with FeatureQueue(..., labels=True)")
+            raise ValueError(NO_LABELS)
         return self.labels.clone()
 
     @torch.no_grad()
@@ -90,12 +91,11 @@ class FeatureQueue(nn.Module):
         every process raise the same line in the gather), or None when the queue stores none."""
         if self.labels is None:
             if labels is not None:
-                raise ValueError("this FeatureQueue stores no labels; build it with FeatureQueue(..., labels=True)")
+                raise ValueError(NO_LABELS)
             return None
         given = labels if isinstance(labels, torch.Tensor) else self.labels.new_empty(0)
         gathered = gather_no_grad(given, 0 if labels is not None else 1) if self.gather_distributed else given
         if labels is None:
             raise ValueError("this FeatureQueue stores labels: pass enqueue(keys, labels=...)")
-        if gathered.is_floating_point() or gathered.is_complex():
-            raise TypeError(f"labels must hold integer labels, got dtype {gathered.dtype}; call labels.long()")
+        check_integer_labels(gathered, "labels")
         return gathered

@@ -120,6 +120,12 @@ def check_rows(z: torch.Tensor, peak: torch.Tensor, name: str, allow_zero_rows: 
     )
 
 
+def check_integer_labels(y: torch.Tensor, name: str) -> None:
+    """Labels of an integer dtype (a float label cannot be compared for equality reliably)."""
+    if y.is_floating_point() or y.is_complex():
+        raise TypeError(f"{name} must hold integer labels, got dtype {y.dtype}; call {name}.long()")
+
+
 #: how far from 1 a row's norm may be for :func:`check_unit_rows` (features normalised in bf16 are ~4e-3 off)
 UNIT_NORM_TOLERANCE = 1e-2
 

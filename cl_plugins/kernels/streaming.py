@@ -32,11 +32,11 @@ TILE_ELEMENTS = 1 << 20
 TILE_COLUMNS = 1024
 #: on a GPU a tile costs a few kernel launches whatever its size, so tiles grow with the free memory: up to
 #: 1 << 28 elements (1 GiB of float32), a tile and its temporaries within 1 / GPU_MEMORY_SHARE of what is free
-#: a hard-negative bias up to this keeps a closed-form exponential far from overflow (e^20 = 4.9e8)
-CLOSED_FORM_MAX_BIAS = 20.0
 GPU_TILE_ELEMENTS = 1 << 28
 GPU_TILE_COLUMNS = 16384
 GPU_MEMORY_SHARE = 16
+#: a hard-negative bias up to this keeps a closed-form exponential far from overflow (e^20 = 4.9e8)
+CLOSED_FORM_MAX_BIAS = 20.0
 
 
 Pair = tuple[torch.Tensor, torch.Tensor]
@@ -106,6 +106,27 @@ class _Tile:
     same: torch.Tensor | None = None  # [R, T] the tile's same-label candidates (also no negatives)
 
 
+def _locate(x: torch.Tensor, r0: int, t0: int, plan: _Plan) -> tuple[Pair | None, Pair, torch.Tensor | None]:
+    """Where the tile ``x`` (rows ``r0:``, columns ``t0:``) holds special entries, in tile coordinates: (each
+    row's biased hard negative, or None when none falls in it; the non-negatives; the same-label candidates
+    [R, T] or None). From the [A] and [M] vectors of the plan: never an [A, M] mask."""
+    n_rows, width = x.shape
+    biased = None
+    if plan.bias_cols is not None:
+        local = plan.bias_cols[r0 : r0 + n_rows] - t0
+        rows = ((local >= 0) & (local < width)).nonzero().squeeze(1)
+        biased = (rows, local[rows]) if rows.numel() else None
+    excluded = (x.new_empty(0, dtype=torch.long), x.new_empty(0, dtype=torch.long))
+    if plan.exclude is not None:
+        local = plan.exclude[r0 : r0 + n_rows] - t0
+        rows, k = ((local >= 0) & (local < width)).nonzero(as_tuple=True)
+        excluded = (rows, local[rows, k])
+    same = None
+    if plan.labels is not None:
+        same = plan.labels[0][r0 : r0 + n_rows, None] == plan.labels[1][None, t0 : t0 + width]
+    return biased, excluded, same
+
+
 def _exp_tile(a: torch.Tensor, c: torch.Tensor, r0: int, t0: int, plan: _Plan, grad: bool) -> torch.Tensor:
     """The tile's exp(logits) (forward) or exp(logits) phi' (``grad``, backward) from the map's closed form,
     0 at its non-negatives."""
@@ -113,40 +134,22 @@ def _exp_tile(a: torch.Tensor, c: torch.Tensor, r0: int, t0: int, plan: _Plan, g
     x = a @ c.T
     e, factor = plan.logit_map.exp_form(x, grad)
     e = factor if grad else e
-    n_rows, width = x.shape
-    if plan.bias_cols is not None:
-        local = plan.bias_cols[r0 : r0 + n_rows] - t0
-        rows = ((local >= 0) & (local < width)).nonzero().squeeze(1)
-        e[rows, local[rows]] *= math.exp(plan.bias)
-    if plan.exclude is not None:
-        local = plan.exclude[r0 : r0 + n_rows] - t0
-        rows, k = ((local >= 0) & (local < width)).nonzero(as_tuple=True)
-        e.index_put_((rows, local[rows, k]), e.new_zeros(()))
-    if plan.labels is not None:
-        e.masked_fill_(plan.labels[0][r0 : r0 + n_rows, None] == plan.labels[1][None, t0 : t0 + width], 0.0)
-    return e
+    biased, excluded, same = _locate(x, r0, t0, plan)
+    if biased is not None:  # exp(l + bias) = exp(l) e^bias
+        e[biased] *= math.exp(plan.bias)
+    e.index_put_(excluded, e.new_zeros(()))
+    return e if same is None else e.masked_fill_(same, 0.0)
 
 
 def _tile(a: torch.Tensor, c: torch.Tensor, r0: int, t0: int, plan: _Plan, want: str | None = None) -> _Tile:
     """Rows ``r0:`` of ``a`` against the candidate tile ``c`` starting at column ``t0``."""
     x = a @ c.T
     logits, companion = (x, None) if plan.logit_map is None else plan.logit_map.evaluate(x, want)
-    n_rows, width = x.shape
-    if plan.bias_cols is not None:
-        local = plan.bias_cols[r0 : r0 + n_rows] - t0
-        hit = (local >= 0) & (local < width)
-        if bool(hit.any()):
-            rows = hit.nonzero().squeeze(1)
-            logits = logits.index_put((rows, local[rows]), logits.new_tensor(plan.bias), accumulate=True)
-    excluded = (x.new_empty(0, dtype=torch.long), x.new_empty(0, dtype=torch.long))
-    if plan.exclude is not None:
-        local = plan.exclude[r0 : r0 + n_rows] - t0
-        rows, k = ((local >= 0) & (local < width)).nonzero(as_tuple=True)
-        excluded = (rows, local[rows, k])
-        logits = logits.index_put_(excluded, logits.new_tensor(NEG_INF))
-    same = None
-    if plan.labels is not None:  # the tile's mask from the two label vectors: never an [A, M] mask
-        same = plan.labels[0][r0 : r0 + n_rows, None] == plan.labels[1][None, t0 : t0 + width]
+    biased, excluded, same = _locate(x, r0, t0, plan)
+    if biased is not None:  # out of place: without a map the logits are ``x``, which the tile keeps
+        logits = logits.index_put(biased, logits.new_tensor(plan.bias), accumulate=True)
+    logits = logits.index_put_(excluded, logits.new_tensor(NEG_INF))
+    if same is not None:
         logits = logits.masked_fill_(same, NEG_INF)
     return _Tile(x, logits, companion, excluded, same)
 

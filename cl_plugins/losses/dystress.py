@@ -125,7 +125,8 @@ class DySTreSSLoss(ContrastiveLoss):
 
     def logit_map(self, pairs: Pairs) -> LogitMap:
         def on_stats(total: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> None:
-            self.record(tau_mean=total / pairs.negative_count(), tau_min=lo, tau_max=hi)
+            # lazy: with labels the count of negatives takes a pass over them, which only the diagnostic needs
+            self.record(tau_mean=lambda: total / pairs.negative_count(), tau_min=lo, tau_max=hi)
 
         def with_stat(s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             tau = self.temperature(s)

@@ -104,7 +104,7 @@ class StrategyRankingLoss(nn.Module):
         sim = unit_rows(anchors, "anchor embeddings") @ unit_rows(torch.cat(candidates), "candidate embeddings").T
         cols = torch.arange(anchors.shape[0], device=sim.device) + offset
         pos = F.one_hot(cols, sim.shape[1]).bool()
-        if keys is None or cand_keys is None:
+        if keys is None or cand_keys is None:  # (both or neither: cand_keys are keys[1:], gathered)
             return self.loss_fn.from_similarity(sim, pos)
         flat = torch.cat(cand_keys)
         duplicate = (flat[None, :] == flat[cols][:, None]) | (flat[None, :] == keys[0][:, None])
