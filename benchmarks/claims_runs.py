@@ -32,6 +32,9 @@ Experiments:
   ``OMP_NUM_THREADS=3 python benchmarks/claims_runs.py vision-gpu --seeds 1 --parallel 5 --reuse``. On an H200
   the five side by side took 1,020–1,083 s per 30-epoch run each (seeds 0 and 1), final evaluation included (one
   run alone: 16 s for its first epoch); two seeds at once (ten runs) would not fit a session's 30 device minutes.
+* ``vision-labels``: labels in the balanced ``vision-lt`` setting (the same runs otherwise, paired by seed with its
+  ``infonce`` rows): ``infonce`` at τ 0.1 with ``exclude="same_label"`` (two images of a class are no negatives of
+  each other) and with ``positives="label"`` (supervised contrastive learning, Khosla et al.'s L_out).
 * ``vision-lt-epochs``: the convergence check: ``infonce`` on the long tail at 400 epochs, to compare with its
   200-epoch row (``benchmarks/claims.py`` states each doubling's gain and which budget, if any, converges).
 
@@ -96,12 +99,14 @@ SETTINGS: dict[str, list[tuple[str, dict[str, Any]]]] = {
     **{e: [(s, kukleva_scaled(epochs) if s == "cosine_schedule" else {}) for s in VISION_STRATEGIES]
        for e, epochs in VISION_EPOCHS.items()},
     "vision-lt-epochs": [("infonce", {"epochs": 400})],
+    "vision-labels": [("infonce", {"exclude": "same_label"}), ("infonce", {"positives": "label"})],
     # the budget is in the row key, so rows of another budget are never paired with these (nor reused)
     "vision-gpu": [(s, {"epochs": VISION_GPU["epochs"]}) for s in VISION_GPU_STRATEGIES],
 }
 DATASETS = {"grace-pygcl": ["CiteSeer", "Cora"], "graphcl-tu": ["MUTAG", "PROTEINS", "NCI1", "IMDB-BINARY"],
             "dcrec-ml100k": ["ml-100k"], "vision-lt": ["cifar10_lt", "cifar10"],
-            "vision-lt-200": ["cifar10_lt"], "vision-lt-epochs": ["cifar10_lt"], "vision-gpu": ["cifar10"]}  # fmt: skip
+            "vision-lt-200": ["cifar10_lt"], "vision-lt-epochs": ["cifar10_lt"], "vision-gpu": ["cifar10"],
+            "vision-labels": ["cifar10"]}  # fmt: skip
 
 
 def grace_pygcl(
@@ -180,6 +185,7 @@ EXPERIMENTS: dict[str, Callable[..., dict[str, Any]]] = {
     "vision-lt": vision_lt,
     "vision-lt-200": functools.partial(vision_lt, epochs=VISION_EPOCHS["vision-lt-200"]),
     "vision-lt-epochs": vision_lt,
+    "vision-labels": vision_lt,
     "vision-gpu": vision_gpu,
 }
 
@@ -197,7 +203,8 @@ def seeds_arg(text: str) -> list[int]:
 
 
 #: the experiments whose runs continue from their checkpoints (the others take minutes and start over)
-RESUMABLE = frozenset({"dcrec-ml100k", "vision-lt", "vision-lt-200", "vision-lt-epochs", "vision-gpu"})
+RESUMABLE = frozenset({"dcrec-ml100k", "vision-lt", "vision-lt-200", "vision-lt-epochs", "vision-gpu",
+                       "vision-labels"})
 #: how often a run's clock saves its total (a kill loses at most this much of the recorded time)
 CLOCK_SECONDS = 30.0
 #: where a run's clock keeps its total, in the run's folder
