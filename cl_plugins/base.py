@@ -25,6 +25,7 @@ from .validation import ArgumentTypeError, check_choice, check_pair, check_range
 Reduction = Literal["mean", "sum", "none"]
 REDUCTIONS = ("mean", "sum", "none")
 KERNELS = ("auto", "dense", "fused", "stream")
+POSITIVE_FORMS = ("out", "in", "pair")
 #: ``kernel="auto"`` streams a block from this many [A, M] entries on (a 1 GiB float32 buffer: N = 8192 in the
 #: SimCLR layout); below, the one-buffer kernel is a few percent faster on CPU (docs/benchmarks.md)
 STREAM_FROM_ELEMENTS = 1 << 28
@@ -61,6 +62,23 @@ class ContrastiveLoss(nn.Module):
             (false-negative elimination; the positives are unchanged), given ``labels=`` [N] in each call
             (and ``queue_labels=`` [K] for ``layout="queue"``); labels are gathered with the candidates and
             each kernel tile derives its mask from the two label vectors. None: no labels (default: None).
+        positives: ``"label"``: supervised contrastive learning (Khosla et al., NeurIPS 2020): every candidate
+            sharing its anchor's label is a positive too, given ``labels=`` as for ``exclude`` (the two are
+            exclusive). With P(a) an anchor's positives (its own and the other candidates of its label), N(a) its
+            negatives (the other labels) and l the strategy's logits, ``positive_form`` says how they make a loss.
+            None: the layout's one positive per anchor (default: None).
+        positive_form: with ``positives="label"`` (default: ``"out"``):
+            ``"out"``, Khosla et al.'s L_out (their default): (1/|P|) sum_p -log(e^l_ap / sum_{P+N} e^l), i.e. the
+            other positives stay in each pair's denominator;
+            ``"in"``, their L_in: -log((1/|P|) sum_p e^l_ap / sum_{P+N} e^l), one term per anchor;
+            ``"pair"``, pytorch-metric-learning's ``NTXentLoss`` with labels: -log(e^l_ap / (e^l_ap + sum_N e^l))
+            for every positive pair, averaged over all pairs (its ``MeanReducer``), the other positives outside the
+            denominator. Strategies see, per pair, the d with softplus(d) equal to that pair's InfoNCE term
+            (per anchor for "in": d = LSE_N - LSE_P, plus the constant log |P|), so reweightings (MACL's
+            1/(1-P), dual temperature's intra-anchor weight) apply per positive pair, and per-pair statistics
+            (MACL's alignment, DySTreSS's positive τ) are over every positive pair; negative statistics (DySTreSS)
+            over N. Memory: one cosine per positive pair (P = sum over labels of anchors x candidates), besides
+            the kernel's.
 
     Distributed semantics (``forward`` with ``gather_distributed=True``): the returned value is
     the loss of the global batch on every rank, and its gradient is scaled so that DDP's
@@ -110,6 +128,8 @@ class ContrastiveLoss(nn.Module):
         check_inputs: bool = True,
         kernel: str = "auto",
         exclude: str | None = None,
+        positives: str | None = None,
+        positive_form: str = "out",
     ) -> None:
         super().__init__()
         self.layout = check_choice("layout", layout, LAYOUTS)
@@ -128,6 +148,13 @@ class ContrastiveLoss(nn.Module):
         self.check_inputs = bool(check_inputs)
         self.kernel = check_choice("kernel", kernel, KERNELS)
         self.exclude = None if exclude is None else check_choice("exclude", exclude, ("same_label",))
+        self.positives = None if positives is None else check_choice("positives", positives, ("label",))
+        self.positive_form = check_choice("positive_form", positive_form, POSITIVE_FORMS)
+        if self.positives is not None and self.exclude is not None:
+            raise ValueError("positives='label' already counts every same-label candidate as a positive (no negative): "
+                             "drop exclude='same_label'")  # fmt: skip
+        if self.positives is None and self.positive_form != "out":
+            raise ValueError(f"positive_form={positive_form!r} applies to positives='label' only: pass it too")
         self._stats: dict[str, list[torch.Tensor | float]] = {}
 
     # ------------------------------------------------------------------ strategy hooks
@@ -259,9 +286,10 @@ class ContrastiveLoss(nn.Module):
     ) -> list[PairBlock]:
         if hard_negatives is None and self.hard_negative_weight != 0.0 and self.layout == "cross_view":
             raise ValueError("hard_negative_weight is set but no hard_negatives= were passed")
-        if (labels is None) != (self.exclude is None) or (queue_labels is not None and labels is None):
-            raise ValueError("labels= go with exclude='same_label' (build the loss with it) and every call of such "
-                             f"a loss passes labels=; got exclude={self.exclude!r} and labels={_shape(labels)}")
+        if (labels is None) == self.uses_labels or (queue_labels is not None and labels is None):
+            raise ValueError("labels= go with exclude='same_label' or positives='label' (build the loss with one) and "
+                             f"every call of such a loss passes labels=; got exclude={self.exclude!r}, positives="
+                             f"{self.positives!r} and labels={_shape(labels)}")  # fmt: skip
         call = f"{self.name}|{self.layout}|{self.symmetric}|{queue is None}|{hard_negatives is None}|{labels is None}"
         tag = zlib.crc32(call.encode())  # the processes must agree on the call, or each would wait for another
         marked = None if labels is None else Labels(labels, queue_labels, self.gather_distributed, tag)
@@ -278,6 +306,11 @@ class ContrastiveLoss(nn.Module):
             labels=marked,
         )
 
+    @property
+    def uses_labels(self) -> bool:
+        """Every call passes ``labels=`` (``exclude="same_label"`` or ``positives="label"``)."""
+        return self.exclude is not None or self.positives is not None
+
     def block_kernel(self, block: PairBlock) -> str:
         """The kernel ``block`` runs on: ``"dense"``, ``"fused"`` or ``"stream"`` (see ``kernel``)."""
         per_pair = type(self).logit_map is not ContrastiveLoss.logit_map
@@ -291,7 +324,7 @@ class ContrastiveLoss(nn.Module):
         """Per-anchor losses [A] of one block."""
         kernel = self.block_kernel(block)
         sim = block.cosine() if kernel == "dense" else block.lazy(stream=kernel == "stream")
-        return self.pairs_loss(sim, Pairs.from_block(block))
+        return self.pairs_loss(sim, Pairs.from_block(block, None if self.positives is None else self.positive_form))
 
     def pairs_loss(self, sim: torch.Tensor | LazyLogits, pairs: Pairs) -> torch.Tensor:
         positive = pairs.positive(sim).detach()

@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING
 import torch
 
 from .kernels.fused import NegativeLSE
-from .kernels.streaming import streaming_negative_lse
+from .kernels.pairs import pair_cosines
+from .kernels.streaming import label_mask, streaming_negative_lse
 
 if TYPE_CHECKING:  # the layouts build LazyLogits
     from .layouts import PairBlock
@@ -135,24 +136,37 @@ class LazyLogits:
             cos = (self.anchors * p).sum(dim=1)
             if torch.is_grad_enabled():  # a no-grad result must not stand in for the graph later
                 self._positive_cache["cos"] = cos
+        return self._logits_of(cos)
+
+    def pair_logits(self, rows: torch.Tensor, cand: torch.Tensor) -> torch.Tensor:
+        """Logits of the listed (anchor ``rows``, candidate ``cand``) pairs [P] (``cand`` indexes the candidates,
+        not the columns: a queue's separate positive column is not among them)."""
+        return self._logits_of(pair_cosines(self.anchors, self.candidates, rows, cand))
+
+    def _logits_of(self, cos: torch.Tensor) -> torch.Tensor:
         if self.logit_map is not None:
             return self.logit_map.value(cos)
         if isinstance(self.scale, float) and self.scale == 1.0:
             return cos
         return cos * self.scale
 
-    def negative_lse(self, exclude_cols: torch.Tensor | None, ratios: tuple[float, ...] = ()) -> list[torch.Tensor]:
-        """LSE over negatives [A] at this scale, then (no grad) at ``scale * r`` for each r."""
+    def negative_lse(self, exclude_cols: torch.Tensor | None, ratios: tuple[float, ...] = (),
+                     keep_same: bool = False) -> list[torch.Tensor]:  # fmt: skip
+        """LSE over negatives [A] at this scale, then (no grad) at ``scale * r`` for each r; ``keep_same``: over
+        the candidates of the anchor's label instead (supervised positives; -inf for an anchor with none)."""
         # with separate positives (queue) every candidate is a negative
         exclude = None if self.positives is not None else exclude_cols
-        fusable = self.logit_map is None or self.logit_map.with_derivative is not None
+        logit_map = self.logit_map
+        if keep_same and logit_map is not None:  # a map's statistics are the negatives' (the other pass)
+            logit_map = replace(logit_map, with_stat=None, on_stats=None)
+        fusable = logit_map is None or logit_map.with_derivative is not None
         if self.stream or not fusable:
-            options = {"logit_map": self.logit_map, "bias_cols": self.bias_cols, "bias": self.bias,
-                       "labels": self.labels}  # fmt: skip
+            options = {"logit_map": logit_map, "bias_cols": self.bias_cols, "bias": self.bias, "labels": self.labels,
+                       "keep_same": keep_same}  # fmt: skip
             anchors = self.scaled_anchors()
             return streaming_negative_lse(anchors, self.candidates, exclude, ratios=tuple(ratios), **options)
-        return list(NegativeLSE.apply(self.scaled_anchors(), self.candidates, exclude, tuple(ratios),
-                                       self.logit_map, self.bias_cols, self.bias, self.labels))  # fmt: skip
+        return list(NegativeLSE.apply(self.scaled_anchors(), self.candidates, exclude, tuple(ratios), logit_map,
+                                       self.bias_cols, self.bias, self.labels, keep_same))  # fmt: skip
 
 
 @dataclass
@@ -177,14 +191,26 @@ class Pairs:
     average: str = "row"
     #: (anchor labels [A], candidate labels [M]) of a block whose same-label candidates are no negatives
     labels: tuple[torch.Tensor, torch.Tensor] | None = None
+    #: ``positives="label"``: how an anchor's several positives make its loss (``"out"``, ``"in"``, ``"pair"``, see
+    #: :class:`cl_plugins.ContrastiveLoss`); the first ``n_rows`` pairs are the anchors' own positives
+    form: str | None = None
+    #: the candidates start at this column (1 after a queue's separate positive column)
+    col_offset: int = 0
 
     @classmethod
-    def from_block(cls, block: PairBlock) -> Pairs:
+    def from_block(cls, block: PairBlock, form: str | None = None) -> Pairs:
+        """The block's pairs; with ``form`` (``positives="label"``) every candidate of an anchor's label is a
+        positive too."""
         n = block.anchors.shape[0]
-        m = block.candidates.shape[0] + (0 if block.positives is None else 1)
-        rows = torch.arange(n, device=block.anchors.device)
-        return cls(rows, block.pos_cols, n, m, True, exclude_cols=block.exclude_cols, hard_cols=block.hard_cols,
-                   labels=block.labels)  # fmt: skip
+        offset = 0 if block.positives is None else 1
+        m = block.candidates.shape[0] + offset
+        rows, cols = torch.arange(n, device=block.anchors.device), block.pos_cols
+        if form is not None:
+            extra_rows, extra_cand = block.label_pairs()
+            rows, cols = torch.cat([rows, extra_rows]), torch.cat([cols, extra_cand + offset])
+        return cls(rows, cols, n, m, form is None, exclude_cols=block.exclude_cols, hard_cols=block.hard_cols,
+                   labels=block.labels, average="pair" if form == "pair" else "row", form=form,
+                   col_offset=offset)  # fmt: skip
 
     @classmethod
     def from_masks(cls, pos_mask: torch.Tensor, neg_mask: torch.Tensor, average: str = "row") -> Pairs:
@@ -193,18 +219,18 @@ class Pairs:
         single = rows.numel() == n  # every row has >= 1 positive, so == n means exactly one each
         return cls(rows, cols, n, m, single, neg_mask=neg_mask, average=average)
 
-    def negative_logits(self, logits: torch.Tensor) -> torch.Tensor:
-        """``logits`` with every non-negative entry set to -inf (applied after any scaling)."""
+    def negative_logits(self, logits: torch.Tensor, keep_same: bool = False) -> torch.Tensor:
+        """``logits`` with every non-negative entry set to -inf (applied after any scaling); ``keep_same``: every
+        entry but the candidates of the anchor's label (``positives="label"``'s other positives) instead."""
         if self.neg_mask is not None:
             return logits.masked_fill(~self.neg_mask, NEG_INF)
         assert self.exclude_cols is not None
         masked = logits.scatter(1, self.exclude_cols, NEG_INF)
         if self.labels is not None:  # the dense path holds [A, M] anyway
-            anchor, cand = self.labels
-            same = anchor[:, None] == cand[None, :]
-            if same.shape[1] < masked.shape[1]:  # a separate positive column first (queue): never a negative
-                same = torch.cat([same.new_ones(same.shape[0], 1), same], dim=1)
-            masked = masked.masked_fill(same, NEG_INF)
+            drop = label_mask(*self.labels, keep_same)
+            if drop.shape[1] < masked.shape[1]:  # a separate positive column first (queue): never a negative
+                drop = torch.cat([drop.new_ones(drop.shape[0], 1), drop], dim=1)
+            masked = masked.masked_fill(drop, NEG_INF)
         return masked
 
     def negatives_per_row(self) -> torch.Tensor:
@@ -229,14 +255,22 @@ class Pairs:
     def positive(self, x: torch.Tensor | LazyLogits) -> torch.Tensor:
         """Entries of ``x`` [A, M] at the positive pairs, shape [P]."""
         if isinstance(x, LazyLogits):
-            return x.positive(self.cols)
+            if self.single:
+                return x.positive(self.cols)
+            n = self.n_rows  # the anchors' own positives, then the other pairs of a label (positives="label")
+            return torch.cat([x.positive(self.cols[:n]), x.pair_logits(self.rows[n:], self.cols[n:] - self.col_offset)])
         if self.single:
             return x.gather(1, self.cols[:, None]).squeeze(1)
         return x[self.rows, self.cols]
 
-    def lse_negatives(self, logits: torch.Tensor) -> torch.Tensor:
-        """Log-sum-exp over each anchor's negatives, shape [A]."""
-        return torch.logsumexp(self.negative_logits(logits), dim=1)
+    def lse_negatives(self, logits: torch.Tensor, keep_same: bool = False) -> torch.Tensor:
+        """Log-sum-exp over each anchor's negatives (``keep_same``: over its label's other candidates, -inf for
+        an anchor with none), shape [A]."""
+        masked = self.negative_logits(logits, keep_same)
+        if not keep_same:
+            return torch.logsumexp(masked, dim=1)
+        empty = torch.isneginf(masked).all(dim=1, keepdim=True)  # logsumexp's gradient would be NaN there
+        return torch.logsumexp(masked.masked_fill(empty, 0.0), dim=1).masked_fill(empty.squeeze(1), NEG_INF)
 
     def d(self, logits: torch.Tensor | LazyLogits) -> torch.Tensor:
         """Eq. (1) for every positive pair, shape [P]."""
@@ -244,6 +278,8 @@ class Pairs:
 
     def d_with(self, logits: torch.Tensor | LazyLogits, ratios: tuple[float, ...] = ()) -> list[torch.Tensor]:
         """Eq. (1) at ``logits``, then (without gradient) at ``logits * r`` for each ratio r."""
+        if self.form is not None:
+            return self._label_d(logits, ratios)
         if isinstance(logits, LazyLogits):
             lses = logits.negative_lse(self.exclude_cols, ratios)
             pos = logits.positive(self.cols)
@@ -257,14 +293,58 @@ class Pairs:
             out.append(lse - self.positive(scaled))
         return out
 
+    def _label_d(self, logits: torch.Tensor | LazyLogits, ratios: tuple[float, ...]) -> list[torch.Tensor]:
+        """``d`` of ``positives="label"`` (see :class:`cl_plugins.ContrastiveLoss`) at ``logits``, then (no grad)
+        at ``logits * r``: "pair" [P] LSE_neg - l_ap; "in" [A] LSE_neg - LSE_pos; "out" [P] LSE over every other
+        candidate - l_ap. The kernels' sums over the label (``keep_same``) leave out the anchor's own positive."""
+        pos = self.positive(logits)
+        scales = (1.0, *ratios)
+        negatives = self._lses(logits, ratios, keep_same=False)
+        if self.form == "pair":
+            return [lse[self.rows] - (pos if r == 1.0 else pos.detach() * r) for lse, r in zip(negatives, scales)]
+        n, out = self.n_rows, []
+        for lse_n, lse_s, r in zip(negatives, self._lses(logits, ratios, keep_same=True), scales):
+            p = pos if r == 1.0 else pos.detach() * r
+            if self.form == "in":
+                out.append(lse_n - torch.logaddexp(lse_s, p[:n]))
+                continue
+            # "out": an own positive's other candidates are the negatives and its label's others (lse_s); another
+            # positive's, the negatives, the own positive and its label's others but itself, taken out of lse_s
+            rows, q = self.rows[n:], p[n:]
+            rest = torch.logaddexp(lse_n, p[:n])[rows]
+            d_other = torch.logaddexp(rest, _log_sub_exp(lse_s[rows], q)) - q
+            out.append(torch.cat([torch.logaddexp(lse_n, lse_s) - p[:n], d_other]))
+        return out
+
+    def _lses(self, logits: torch.Tensor | LazyLogits, ratios: tuple[float, ...],
+              keep_same: bool) -> list[torch.Tensor]:  # fmt: skip
+        if isinstance(logits, LazyLogits):
+            return logits.negative_lse(self.exclude_cols, ratios, keep_same)
+        return [self.lse_negatives(logits if r == 1.0 else logits.detach() * r, keep_same) for r in (1.0, *ratios)]
+
+    def label_counts(self) -> torch.Tensor:
+        """Each anchor's number of positive pairs [A] (float)."""
+        return torch.bincount(self.rows, minlength=self.n_rows).to(torch.get_default_dtype())
+
     def per_anchor(self, pair_values: torch.Tensor) -> torch.Tensor:
         """Average the values of each anchor's positives: [P] -> [A] (``average="pair"``: [P] as they are, each
-        pair one term of the reduction)."""
+        pair one term of the reduction). The "in" form's values are per anchor already: it adds log |P(a)|."""
+        if self.form == "in":
+            return pair_values + self.label_counts().to(pair_values.dtype).log()
         if self.single or self.average == "pair":
             return pair_values
         sums = pair_values.new_zeros(self.n_rows).index_add(0, self.rows, pair_values)
         counts = torch.bincount(self.rows, minlength=self.n_rows).to(pair_values.dtype)
         return sums / counts
+
+
+def _log_sub_exp(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """log(e^a - e^b) for b <= a (b one of the terms summed in a): -inf, with zero gradient, where b is the only
+    term (b >= a after rounding). Exact unless b outweighs the other terms by the dtype's resolution; then the
+    pair's probability rounds to 1 unless its other candidates weigh more."""
+    alone = b >= a
+    gap = torch.where(alone, torch.full_like(a, -1.0), b - a)
+    return torch.where(alone, torch.full_like(a, NEG_INF), a + torch.log(-torch.expm1(gap)))
 
 
 def softplus(d: torch.Tensor) -> torch.Tensor:

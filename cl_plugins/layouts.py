@@ -66,6 +66,23 @@ class PairBlock:
             return None
         return self.anchor_labels, self.cand_labels
 
+    def label_pairs(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(anchor rows, candidate indices) [Q] of every candidate of its anchor's label other than the anchor's
+        own positive and itself (its excluded columns): the other positives of ``positives="label"``, by row.
+        From the sorted candidate labels, never an [A, M] mask."""
+        assert self.labels is not None
+        anchor, cand = self.labels
+        order = torch.argsort(cand, stable=True)
+        ordered = cand[order]
+        start = torch.searchsorted(ordered, anchor)
+        counts = torch.searchsorted(ordered, anchor, right=True) - start
+        rows = torch.repeat_interleave(_arange(anchor.shape[0], anchor), counts)
+        first = torch.repeat_interleave(start - (torch.cumsum(counts, 0) - counts), counts)
+        cols = order[first + _arange(rows.shape[0], anchor)]
+        offset = 0 if self.positives is None else 1  # a queue's separate positive column comes first
+        kept = ~(cols[:, None] + offset == self.exclude_cols[rows]).any(dim=1)
+        return rows[kept], cols[kept]
+
     def _unit(self, x: torch.Tensor) -> torch.Tensor:
         return x if self.normalized else unit_rows(x)
 
@@ -171,7 +188,7 @@ class Labels:
         """One line, the same on every process (both label vectors span the global batch), when an anchor's
         label covers every candidate: no negative would be left to it."""
         if bool((candidates == candidates[0]).all() & (anchors == candidates[0]).any()):  # one host sync
-            raise ValueError(f"with exclude='same_label' an anchor of label {int(candidates[0])} has no negative: "
+            raise ValueError(f"with labels= an anchor of label {int(candidates[0])} has no negative: "
                              "every candidate shares its label; use a larger or more varied batch (or queue)")
 
 

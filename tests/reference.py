@@ -88,6 +88,88 @@ def _without_same_label(layout, z1, z2, symmetric, queue, labels, queue_labels) 
              for i in range(n)] for q, k in directions]  # fmt: skip
 
 
+@dataclass
+class LabelledAnchor:
+    """One anchor of ``positives="label"``: the cosine with its own positive, with the other candidates of its
+    label (in candidate order) and with the candidates of other labels."""
+
+    own: torch.Tensor
+    others: list[torch.Tensor]
+    negatives: list[torch.Tensor]
+
+    @property
+    def positives(self) -> list[torch.Tensor]:
+        return [self.own, *self.others]
+
+
+def labelled_anchors(layout, z1, z2, symmetric=False, queue=None, labels=None,
+                     queue_labels=None) -> list[list[LabelledAnchor]]:  # fmt: skip
+    """Per direction, every anchor's positives and negatives under ``positives="label"``, by loops over the
+    candidates of each layout (itself and its own positive are no other positive)."""
+    n, y = z1.shape[0], [int(v) for v in labels]
+    if layout in ("simclr", "grace"):
+        cands, cand_y, group = [*z1, *z2], y + y, []
+        for a in range(2 * n):
+            own = (a + n) % (2 * n)
+            rest = [j for j in range(2 * n) if j not in (a, own)]
+            group.append(LabelledAnchor(cos(cands[a], cands[own]), [cos(cands[a], cands[j]) for j in rest if
+                                        cand_y[j] == y[a % n]], [cos(cands[a], cands[j]) for j in rest if
+                                        cand_y[j] != y[a % n]]))  # fmt: skip
+        return [group]
+    groups = []
+    for anchors, keys in [(z1, z2), (z2, z1)] if symmetric else [(z1, z2)]:
+        if layout == "cross_view":
+            cands, cand_y = [(j, k) for j, k in enumerate(keys)], y
+        else:
+            cands, cand_y = [(None, k) for k in queue], [int(v) for v in queue_labels]
+        group = []
+        for i in range(n):
+            rest = [(cos(anchors[i], k), lab) for (j, k), lab in zip(cands, cand_y) if j != i]
+            group.append(LabelledAnchor(cos(anchors[i], keys[i]), [c for c, lab in rest if lab == y[i]],
+                                        [c for c, lab in rest if lab != y[i]]))  # fmt: skip
+        groups.append(group)
+    return groups
+
+
+def label_pair_groups(groups: list[list[LabelledAnchor]], form: str) -> tuple[list[list[Anchor]], list[list[int]]]:
+    """Each positive pair of ``groups`` as an :class:`Anchor` that the strategies' references take, and the row of
+    each pair: "pair" against the other labels only, "out" against every other candidate (the other positives
+    too). Per direction the anchors' own positives first, then the others anchor by anchor."""
+    pairs, rows = [], []
+    for group in groups:
+        listed = [(a, an.own, 0) for a, an in enumerate(group)]
+        listed += [(a, s, k + 1) for a, an in enumerate(group) for k, s in enumerate(an.others)]
+        out = []
+        for a, s, k in listed:
+            others = [x for j, x in enumerate(group[a].positives) if j != k]
+            out.append(Anchor(s, group[a].negatives + (others if form == "out" else [])))
+        pairs.append(out)
+        rows.append([a for a, _, _ in listed])
+    return pairs, rows
+
+
+def row_means(values: torch.Tensor, rows: list[list[int]]) -> torch.Tensor:
+    """Per direction, the mean of each row's pair values (Khosla's 1 / |P(a)|)."""
+    out, start = [], 0
+    for group_rows in rows:
+        part = values[start : start + len(group_rows)]
+        for a in range(max(group_rows) + 1):
+            out.append(torch.stack([v for v, r in zip(part, group_rows) if r == a]).mean())
+        start += len(group_rows)
+    return torch.stack(out)
+
+
+def supcon_in(groups: list[list[LabelledAnchor]], logit) -> torch.Tensor:
+    """Khosla et al.'s L_in per anchor: -log((1/|P|) sum_P e^l / sum_{P+N} e^l) for logits ``logit(s)``."""
+    losses = []
+    for group in groups:
+        for an in group:
+            pos = torch.stack([logit(s) for s in an.positives])
+            every = torch.cat([pos, torch.stack([logit(s) for s in an.negatives])])
+            losses.append(torch.logsumexp(every, 0) - torch.logsumexp(pos, 0) + math.log(len(pos)))
+    return torch.stack(losses)
+
+
 def dclw(groups, tau, sigma):
     """DCLW: DCL with the positive term weighted by w = 2 - P softmax(s_pos / sigma) over each group's pairs
     (the weights carry no gradient)."""

@@ -105,8 +105,8 @@ class ContrastiveSSL(nn.Module):
             if queue_size < 1:
                 raise ValueError("mocov2 needs queue_size >= 1; without a queue use framework='simmoco'")
             out_dim = _output_dim(head)
-            # with exclude="same_label" the queue keeps its keys' labels too
-            self.queue = clp.FeatureQueue(queue_size, out_dim, labels=getattr(loss_fn, "exclude", None) is not None)
+            # a loss that takes labels (exclude="same_label", positives="label") has the queue keep its keys' too
+            self.queue = clp.FeatureQueue(queue_size, out_dim, labels=getattr(loss_fn, "uses_labels", False))
 
     def project(self, images: torch.Tensor) -> torch.Tensor:
         return self.head(self.backbone(images))
@@ -118,11 +118,13 @@ class ContrastiveSSL(nn.Module):
 
     def forward(self, batch: Any) -> torch.Tensor:
         """``batch``: images, or (images, labels); the labels reach a loss built with ``exclude="same_label"``
-        (``--loss_arg exclude=same_label``: two images of one class are then no negatives of each other)."""
+        (``--loss_arg exclude=same_label``: two images of one class are then no negatives of each other) or with
+        ``positives="label"`` (``--loss_arg positives=label``: supervised contrastive learning)."""
         images = batch[0] if isinstance(batch, (tuple, list)) else batch
-        labelled = getattr(self.loss_fn, "exclude", None) is not None
+        labelled = getattr(self.loss_fn, "uses_labels", False)
         if labelled and not (isinstance(batch, (tuple, list)) and len(batch) > 1):
-            raise ValueError("a loss built with exclude='same_label' needs (images, labels) batches")
+            raise ValueError("a loss built with exclude='same_label' or positives='label' needs (images, labels) "
+                             "batches")  # fmt: skip
         extra = {"labels": batch[1]} if labelled else {}
         x1, x2 = self.augment(images), self.augment(images)
         if self.framework in ("simclr", "simco"):

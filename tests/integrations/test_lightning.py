@@ -117,14 +117,15 @@ def test_the_hook_counts_from_where_a_fit_starts(tmp_path):
     assert int(twice.loss_fn.step_count) == 6
 
 
-def test_a_batch_with_labels_passes_them_to_the_loss():
-    """``(x1, x2, y)`` batches for a loss built with ``exclude="same_label"``: the step's loss is the loss with
-    ``labels=y``; malformed batches get one line."""
+@pytest.mark.parametrize("option", [{"exclude": "same_label"}, {"positives": "label"}])
+def test_a_batch_with_labels_passes_them_to_the_loss(option):
+    """``(x1, x2, y)`` batches for a loss built with ``exclude="same_label"`` or ``positives="label"``: the step's
+    loss is the loss with ``labels=y``; malformed batches get one line."""
     from integrations.frameworks.lightning import ContrastiveModule
 
     torch.manual_seed(0)
     x1, x2, y = torch.randn(8, 6), torch.randn(8, 6), torch.tensor([0, 1, 0, 2, 1, 3, 3, 0])
-    loss_fn = clp.build_loss("macl", exclude="same_label")
+    loss_fn = clp.build_loss("macl", **option)
     module = ContrastiveModule(torch.nn.Linear(6, 4), loss_fn)
     module.log = lambda *args, **kwargs: None  # outside a Trainer
     expected = loss_fn(module.encoder(x1), module.encoder(x2), labels=y)

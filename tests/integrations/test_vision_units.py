@@ -319,15 +319,16 @@ def test_long_tail_profile_is_cifar10_lt():
     assert torch.bincount(labels[stratified_subset(labels, 7)]).tolist() == [7] * 10
 
 
+@pytest.mark.parametrize("option", [{"exclude": "same_label"}, {"positives": "label"}])
 @pytest.mark.parametrize("framework", ["simclr", "mocov2"])
-def test_class_labels_reach_a_loss_built_with_exclude_same_label(framework):
-    """``--loss_arg exclude=same_label``: the batches' CIFAR labels go to the loss (and, for MoCo, into the queue
-    beside its keys); an unlabelled batch is refused in one line."""
+def test_class_labels_reach_a_loss_that_takes_them(framework, option):
+    """``--loss_arg exclude=same_label`` or ``--loss_arg positives=label``: the batches' CIFAR labels go to the
+    loss (and, for MoCo, into the queue beside its keys); an unlabelled batch is refused in one line."""
     from integrations.vision.train import VisionConfig, build_model
 
     torch.manual_seed(0)
     config = VisionConfig(width=4, proj_hidden=16, proj_dim=8, image_size=16, framework=framework, queue_size=32,
-                          loss="macl", loss_args={"exclude": "same_label"})  # fmt: skip
+                          loss="macl", loss_args=option)  # fmt: skip
     model = build_model(config)
     images = torch.randint(0, 256, (8, 3, 16, 16), dtype=torch.uint8)
     labels = torch.tensor([0, 1, 0, 2, 1, 3, 3, 0])

@@ -142,8 +142,9 @@ class AMCLLoss(ContrastiveLoss):
         given = dict(eta=eta, iota=iota, beta=beta, topk=topk, share_temperature_mlp=share_temperature_mlp)
         spec = {**FORMS[self.form], **{k: v for k, v in given.items() if v is not None}}
         kwargs.setdefault("decoupled", spec["decoupled"])
-        if kwargs.get("exclude") is not None:
-            raise ValueError("amcl does not take exclude='same_label' yet: its heads run a kernel of their own")
+        for arg, value in (("exclude", "same_label"), ("positives", "label")):
+            if kwargs.get(arg) is not None:
+                raise ValueError(f"amcl does not take {arg}={value!r} yet: its heads run a kernel of their own")
         super().__init__(**kwargs)
         self._check_form_args(eta=eta, iota=iota, beta=beta, topk=topk)
         sizes = dict(dim=dim, heads=heads, proj_dim=proj_dim, hidden=hidden, temperature_hidden=temperature_hidden)

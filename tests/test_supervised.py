@@ -1,0 +1,192 @@
+"""``positives="label"``: supervised contrastive learning in Khosla et al.'s two forms (L_out, L_in) and
+pytorch-metric-learning's per-pair form, for every strategy (from the registry) on every layout and kernel:
+against loop references in float64 (tests/reference.py), the kernels against the dense path with many tiles,
+against pytorch-metric-learning's own losses, and the refusals."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import cl_plugins as clp
+from cl_plugins.kernels import fused, pairs, streaming
+from tests import reference as ref
+from tests.test_reference import LABELS, LAYOUTS, QUEUE_LABELS, STRATEGIES, _inputs, _reference, _registry_name
+
+LAYOUT_IDS = [f"{a}{'-sym' if b else ''}" for a, b in LAYOUTS]
+KERNELS = ["dense", "fused", "stream"]
+NOT_AMCL = [k for k in STRATEGIES if _registry_name(k) != "amcl"]
+
+
+@pytest.fixture
+def many_tiles(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tiles of 2 x 3, fused chunks of one row, pair chunks of 4: every kernel crosses many boundaries."""
+    monkeypatch.setattr(streaming, "tile_sizes", lambda rows, cols, device=None: (min(rows, 2), min(cols, 3)))
+    monkeypatch.setattr(fused, "CHUNK_ELEMENTS", 1)
+    monkeypatch.setattr(pairs, "CHUNK_PAIRS", 4)
+
+
+def _ours(key: str, layout: str, extra: dict, kernel: str, form: str, inputs=None):  # type: ignore[no-untyped-def]
+    z1, z2, queue = inputs or _inputs()
+    loss_fn = clp.build_loss(_registry_name(key), layout=layout, reduction="none", kernel=kernel, positives="label",
+                             positive_form=form, **extra, **STRATEGIES[key][0]).double()  # fmt: skip
+    call = dict(queue=queue, queue_labels=QUEUE_LABELS) if layout == "queue" else {}
+    return loss_fn, loss_fn(z1, z2, labels=LABELS, **call), (z1, z2, queue)
+
+
+def _assert_grads_equal(a: torch.Tensor, b: torch.Tensor, inputs, rtol: float = 1e-9) -> None:  # type: ignore[no-untyped-def]
+    for x, y in zip(torch.autograd.grad(a.sum(), inputs), torch.autograd.grad(b.sum(), inputs)):
+        torch.testing.assert_close(x, y, rtol=rtol, atol=rtol / 100)
+
+
+@pytest.mark.parametrize("form", ["out", "pair"])
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("layout,extra", LAYOUTS, ids=LAYOUT_IDS)
+@pytest.mark.parametrize("key", NOT_AMCL)
+def test_every_positive_pair_against_the_reference(key, layout, extra, kernel, form, many_tiles):
+    """"out" and "pair": each positive pair is the strategy's own loss with that positive and, as negatives, the
+    other labels' candidates ("pair") or every other candidate ("out"): the strategy's reference on those pairs,
+    averaged per anchor ("out", Khosla's 1 / |P(a)|) or listed per pair ("pair"), values and gradients."""
+    loss_fn, ours, (z1, z2, queue) = _ours(key, layout, extra, kernel, form)
+    anchors = ref.labelled_anchors(layout, z1, z2, extra.get("symmetric", False), queue, LABELS, QUEUE_LABELS)
+    groups, rows = ref.label_pair_groups(anchors, form)
+    values = _reference(key, loss_fn, groups)
+    expected = ref.row_means(values, rows) if form == "out" else values
+    torch.testing.assert_close(ours, expected, rtol=1e-10, atol=1e-12)
+    # "out" takes another positive out of its label's sum (one LSE per anchor), which loses its relative precision
+    # times the weight of that positive over its label's others: here MACL's τ clamps to 0.01 (logits span 200)
+    _assert_grads_equal(ours, expected, (z1, z2), 1e-6 if (key, form) == ("macl_simcse", "out") else 1e-9)
+
+
+def _logit(key: str, loss_fn: clp.ContrastiveLoss):  # type: ignore[no-untyped-def]
+    """The strategy's logit of a cosine, written from the papers (tests/reference.py)."""
+    kwargs = STRATEGIES[key][0]
+    if key == "temperature_free":
+        return lambda s: torch.log((1 + s.clamp(-1 + 1e-6, 1 - 1e-6)) / (1 - s.clamp(-1 + 1e-6, 1 - 1e-6)))
+    if key.startswith("dystress"):
+        profile = dict(tmin=kwargs.get("tau_min", 0.07), tmax=kwargs.get("tau_max", 0.2),
+                       profile=kwargs.get("profile", "cosine"), shift=kwargs.get("shift", 0.0),
+                       k=kwargs.get("scale", 1.0))  # fmt: skip
+        return lambda s: s / ref.dystress_tau(float(s.detach()), **profile)
+    if key == "learnable":  # the parameter stores log(tau) in its own precision
+        tau = loss_fn.tau.detach()
+    else:
+        tau = 0.5 if key == "cosine_schedule" else kwargs.get("tau", 0.2)  # the schedule starts at tau_max
+    return lambda s: s / tau
+
+
+IN_FORM = ["infonce", "learnable", "cosine_schedule", "temperature_free", "dystress", "dystress_shifted",
+           "dystress_linear", "dystress_exponential", "dystress_monotone"]  # fmt: skip
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("layout,extra", LAYOUTS, ids=LAYOUT_IDS)
+@pytest.mark.parametrize("key", IN_FORM)
+def test_l_in_against_the_reference(key, layout, extra, kernel, many_tiles):
+    """"in": -log((1/|P|) sum_P e^l / sum_{P+N} e^l) per anchor, for every strategy that is a logit map."""
+    loss_fn, ours, (z1, z2, queue) = _ours(key, layout, extra, kernel, "in")
+    anchors = ref.labelled_anchors(layout, z1, z2, extra.get("symmetric", False), queue, LABELS, QUEUE_LABELS)
+    expected = ref.supcon_in(anchors, _logit(key, loss_fn))
+    torch.testing.assert_close(ours, expected, rtol=1e-10, atol=1e-12)
+    _assert_grads_equal(ours, expected, (z1, z2))
+
+
+@pytest.mark.parametrize("kernel", ["fused", "stream"])
+@pytest.mark.parametrize("layout,extra", LAYOUTS, ids=LAYOUT_IDS)
+@pytest.mark.parametrize("key", [k for k in NOT_AMCL if k not in IN_FORM and k != "dcl_vmf"])
+def test_l_in_of_the_other_strategies_equals_the_dense_path(key, layout, extra, kernel, many_tiles):
+    """"in" for the strategies with a loss of their own (MACL, dual temperature, DCL, FlatNCE) on d = LSE_N -
+    LSE_P: the kernels equal the dense path (float64, values and gradients)."""
+    _, ours, inputs = _ours(key, layout, extra, kernel, "in")
+    _, dense, _ = _ours(key, layout, extra, "dense", "in", inputs)
+    torch.testing.assert_close(ours, dense, rtol=1e-10, atol=1e-12)
+    _assert_grads_equal(ours, dense, inputs[:2])
+
+
+def test_an_anchor_alone_in_its_label_keeps_its_own_positive():
+    """Label 2 has one pair: its anchors' sums over their label's other candidates are empty (-inf) on every
+    kernel, and the loss is InfoNCE with the other labels as negatives (finite, with finite gradients)."""
+    for kernel in KERNELS:
+        for form in ("out", "in", "pair"):
+            loss_fn, ours, (z1, z2, _) = _ours("infonce", "simclr", {}, kernel, form)
+            lone = [3, 8] if form != "pair" else [3, 8]  # anchors of pair 3 (label 2), both views
+            u = torch.nn.functional.normalize(torch.cat([z1, z2]), dim=1)
+            y = LABELS.repeat(2)
+            for a in lone:
+                partner = (a + 5) % 10
+                logits = torch.cat([u[a] @ u[partner][None].T, u[a] @ u[y != y[a]].T]) / 0.2
+                torch.testing.assert_close(ours[a], torch.logsumexp(logits, 0) - logits[0], rtol=1e-12, atol=1e-12)
+            grads = torch.autograd.grad(ours.sum(), (z1, z2))
+            assert all(torch.isfinite(g).all() for g in grads)
+
+
+def test_the_statistics_are_over_every_positive_pair_and_the_negatives():
+    """MACL's alignment is the mean cosine of every positive pair (its τ follows it); DySTreSS's mean τ is over
+    the negatives (the other labels' candidates), on each kernel."""
+    z1, z2, _ = _inputs()
+    anchors = ref.labelled_anchors("simclr", z1, z2, labels=LABELS)
+    every_pair = torch.stack([s for an in anchors[0] for s in an.positives]).mean()
+    negatives = [s for an in anchors[0] for s in an.negatives]
+    for kernel in KERNELS:
+        macl = clp.build_loss("macl", positives="label", kernel=kernel).double()
+        macl(z1, z2, labels=LABELS)
+        assert math.isclose(macl.stats["batch_alignment"], float(every_pair), rel_tol=1e-12)
+        assert math.isclose(macl.stats["tau_mean"], float(macl.temperature(every_pair)), rel_tol=1e-12)
+        dystress = clp.build_loss("dystress", positives="label", kernel=kernel).double()
+        dystress(z1, z2, labels=LABELS)
+        taus = [ref.dystress_tau(float(s), 0.07, 0.2) for s in negatives]
+        assert math.isclose(dystress.stats["tau_mean"], sum(taus) / len(taus), rel_tol=1e-10)
+        assert math.isclose(dystress.stats["tau_min"], min(taus), rel_tol=1e-10)
+
+
+@pytest.mark.parametrize("form", ["out", "in", "pair"])
+def test_one_label_per_pair_is_the_unlabelled_loss(form):
+    """Every pair of its own label: all three forms are the layout's InfoNCE."""
+    z1, z2, _ = _inputs()
+    labelled = clp.build_loss("macl", positives="label", positive_form=form, reduction="none").double()
+    plain = clp.build_loss("macl", reduction="none").double()
+    torch.testing.assert_close(labelled(z1, z2, labels=torch.arange(5)), plain(z1, z2), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("build", "named"),
+    [
+        (dict(positives="labels"), "positives must be one of"),
+        (dict(positives="label", positive_form="mean"), "positive_form must be one of"),
+        (dict(positive_form="in"), "applies to positives='label' only"),
+        (dict(positives="label", exclude="same_label"), "drop exclude='same_label'"),
+    ],
+)
+def test_arguments_that_cannot_be_used_get_one_line(build, named):
+    with pytest.raises(ValueError, match=named) as info:
+        clp.build_loss("infonce", **build)
+    assert "\n" not in str(info.value)
+
+
+def test_amcl_and_weighted_dcl_in_form_refuse():
+    with pytest.raises(ValueError, match="amcl does not take positives"):
+        clp.build_loss("amcl", dim=4, positives="label")
+    with pytest.raises(ValueError, match="one term per anchor"):
+        clp.build_loss("dcl", sigma=0.5, positives="label", positive_form="in")
+
+
+def test_a_call_without_labels_names_both_options():
+    z1, z2, _ = _inputs()
+    with pytest.raises(ValueError, match="positives='label'.*passes labels="):
+        clp.build_loss("infonce", positives="label")(z1, z2)
+
+
+def test_the_pair_listing_builds_no_matrix_and_matches_the_masks():
+    """The other positives come from the sorted candidate labels: equal to the [A, M] mask's entries."""
+    g = torch.Generator().manual_seed(3)
+    y = torch.randint(0, 7, (40,), generator=g)
+    z = torch.randn(40, 4, generator=g)
+    block = clp.layouts.build_blocks("simclr", z, z.clone(), gather=False, labels=clp.layouts.Labels(y))[0]
+    rows, cols = block.label_pairs()
+    ys = y.repeat(2)
+    mask = ys[:, None] == ys[None, :]
+    mask[torch.arange(80), torch.arange(80)] = False
+    mask[torch.arange(80), block.pos_cols] = False
+    assert sorted(zip(rows.tolist(), cols.tolist())) == sorted(map(tuple, mask.nonzero().tolist()))
