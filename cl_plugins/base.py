@@ -335,7 +335,8 @@ class ContrastiveLoss(nn.Module):
                 logits = logits.with_bias(pairs.hard_cols, self.hard_negative_weight)
             else:
                 bias = logits.new_full(pairs.hard_cols.shape, self.hard_negative_weight)
-                logits = logits.index_put((pairs.rows, pairs.hard_cols), bias, accumulate=True)
+                rows = pairs.rows[: pairs.n_rows]  # one per anchor (its own pairs come first)
+                logits = logits.index_put((rows, pairs.hard_cols), bias, accumulate=True)
         return pairs.per_anchor(self.pair_loss(logits, sim, pairs))
 
     def _reduce(self, per_anchor: torch.Tensor, *, global_batch: bool) -> torch.Tensor:

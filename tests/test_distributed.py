@@ -50,6 +50,13 @@ CASES = [
     ("macl", {"exclude": "same_label"}, "simclr", {"labels": True}),
     ("dystress", {"exclude": "same_label", "kernel": "stream"}, "cross_view", {"symmetric": True, "labels": True}),
     ("infonce", {"exclude": "same_label", "kernel": "fused"}, "queue", {"labels": True}),
+    # positives="label": every rank's same-label rows are positives; "pair" averages over the global batch's pairs
+    ("macl", {"positives": "label"}, "simclr", {"labels": True}),
+    ("dual_temperature", {"positives": "label", "positive_form": "in", "kernel": "stream"}, "cross_view",
+     {"symmetric": True, "labels": True}),
+    ("infonce", {"positives": "label", "positive_form": "pair", "kernel": "fused"}, "queue", {"labels": True}),
+    ("dcl", {"sigma": 0.5, "positives": "label", "positive_form": "pair"}, "simclr", {"labels": True}),
+    ("temperature_free", {"positives": "label", "kernel": "stream"}, "simclr", {"labels": True}),
 ]
 LABELS = torch.tensor([0, 1, 0, 2, 1, 3, 2, 0])  # N = 8 pairs
 QUEUE_LABELS = torch.tensor([1, 0, 4, 2, 2, 3, 0, 5])  # the queue's 8 rows

@@ -304,8 +304,6 @@ def test_same_label_candidates_are_no_negatives(key, layout, extra, kernel):
         (dict(exclude="same_label"), dict(labels=LABELS, queue_labels=QUEUE_LABELS), "does not use queue_labels"),
         (dict(exclude="same_label", layout="queue"), dict(labels=LABELS, queue_labels=QUEUE_LABELS[:6]),
          "one label per queue row \\(7\\)"),
-        (dict(exclude="same_label", layout="cross_view", hard_negative_weight=0.1), dict(labels=LABELS, hard=True),
-         "hard_negatives= is not supported"),
     ],
 )
 def test_labels_that_cannot_be_used_get_one_line(build, call, named):
@@ -313,8 +311,6 @@ def test_labels_that_cannot_be_used_get_one_line(build, call, named):
     call = dict(call)
     if build.get("layout") == "queue":
         call["queue"] = queue
-    if call.pop("hard", False):
-        call["hard_negatives"] = torch.randn_like(z1)
     with pytest.raises((ValueError, TypeError), match=named) as info:
         clp.build_loss("macl", **build).double()(z1, z2, **call)
     assert "\n" not in str(info.value)

@@ -190,3 +190,55 @@ def test_the_pair_listing_builds_no_matrix_and_matches_the_masks():
     mask[torch.arange(80), torch.arange(80)] = False
     mask[torch.arange(80), block.pos_cols] = False
     assert sorted(zip(rows.tolist(), cols.tolist())) == sorted(map(tuple, mask.nonzero().tolist()))
+
+
+@pytest.mark.parametrize("form", ["out", "pair"])
+def test_pytorch_metric_learnings_losses_on_both_views(form):
+    """pytorch-metric-learning on the 2N embeddings with each pair's label twice: its ``SupConLoss`` (L_out per
+    anchor, averaged over the anchors with a positive: every one here, each has its other view) is
+    ``positive_form="out"`` and its ``NTXentLoss`` (every positive pair one term, averaged over the pairs) is
+    ``positive_form="pair"``, in the SimCLR layout: values and gradients, float64."""
+    from pytorch_metric_learning import losses
+
+    g = torch.Generator().manual_seed(5)
+    z1, z2 = (torch.randn(12, 6, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(2))
+    y = torch.tensor([0, 1, 2, 0, 1, 3, 0, 4, 2, 1, 5, 6])
+    peer_loss = losses.SupConLoss(temperature=0.1) if form == "out" else losses.NTXentLoss(temperature=0.1)
+    peer = peer_loss(torch.cat([z1, z2]), y.repeat(2))
+    peer_grads = torch.autograd.grad(peer, (z1, z2))
+    for kernel in KERNELS:
+        ours = clp.build_loss("infonce", tau=0.1, positives="label", positive_form=form, kernel=kernel)(
+            z1, z2, labels=y)  # fmt: skip
+        torch.testing.assert_close(ours, peer, rtol=1e-12, atol=1e-12)
+        for a, b in zip(torch.autograd.grad(ours, (z1, z2)), peer_grads):
+            torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+def _hard_negative_groups(z1, z2, hard, form):  # type: ignore[no-untyped-def]
+    """SimCSE's layout with labels, by loops: the other keys of another label and every hard negative are the
+    negatives (a hard negative has no label: always a negative, its own anchor's with the bias); ``form`` None is
+    ``exclude="same_label"``, "pair" lists every same-label key as a positive."""
+    y = [int(v) for v in LABELS]
+    own, others = [], []
+    for i in range(len(y)):
+        negatives = [ref.cos(z1[i], z2[j]) for j in range(len(y)) if y[j] != y[i]]
+        negatives += [ref.cos(z1[i], h) for h in hard]
+        hard_index = len(negatives) - len(y) + i
+        own.append(ref.Anchor(ref.cos(z1[i], z2[i]), negatives, hard_index))
+        if form == "pair":
+            others += [ref.Anchor(ref.cos(z1[i], z2[j]), negatives, hard_index) for j in range(len(y))
+                       if j != i and y[j] == y[i]]  # fmt: skip
+    return [own + others]
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("option", [{"exclude": "same_label"}, {"positives": "label", "positive_form": "pair"}])
+def test_hard_negatives_are_negatives_whatever_the_labels(option, kernel):
+    z1, z2, _ = _inputs()
+    hard = torch.randn(5, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(9), requires_grad=True)
+    loss_fn = clp.build_loss("infonce", tau=0.2, layout="cross_view", hard_negative_weight=0.3, reduction="none",
+                             kernel=kernel, **option).double()  # fmt: skip
+    ours = loss_fn(z1, z2, hard_negatives=hard, labels=LABELS)
+    expected = ref.infonce(_hard_negative_groups(z1, z2, hard, option.get("positive_form")), 0.2, hard_weight=0.3)
+    torch.testing.assert_close(ours, expected, rtol=1e-10, atol=1e-12)
+    _assert_grads_equal(ours, expected, (z1, z2, hard))
