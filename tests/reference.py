@@ -76,12 +76,14 @@ def _without_same_label(layout, z1, z2, symmetric, queue, labels, queue_labels) 
         views, group = [z1, z2], []
         for v in (0, 1):
             for i in range(n):
+                a, p = views[v][i], views[1 - v][i]
                 negs = [views[w][j] for w in (0, 1) for j in range(n) if y[j] != y[i]]
-                group.append(Anchor(cos(views[v][i], views[1 - v][i]), [cos(views[v][i], x) for x in negs]))
+                group.append(Anchor(cos(a, p), [cos(a, x) for x in negs], a=a, p=p, negs=negs))
         return [group]
     directions = [(z1, z2), (z2, z1)] if symmetric else [(z1, z2)]
     if layout == "cross_view":
-        return [[Anchor(cos(a[i], k[i]), [cos(a[i], k[j]) for j in range(n) if y[j] != y[i]]) for i in range(n)]
+        return [[Anchor(cos(a[i], k[i]), [cos(a[i], k[j]) for j in range(n) if y[j] != y[i]], a=a[i], p=k[i],
+                        negs=[k[j] for j in range(n) if y[j] != y[i]]) for i in range(n)]
                 for a, k in directions]  # fmt: skip
     stored = [int(v) for v in queue_labels]
     return [[Anchor(cos(q[i], k[i]), [cos(q[i], x) for x, lab in zip(queue, stored) if lab != y[i]])
@@ -290,12 +292,13 @@ def flatnce(groups, tau):
     return torch.stack(losses)
 
 
-def amcl(module, h1, h2, layout="simclr", decoupled=True):
-    """AMCL per head and anchor, each form written out pair by pair (temperature networks evaluated per pair)."""
+def amcl(module, h1, h2, layout="simclr", decoupled=True, labels=None):
+    """AMCL per head and anchor, each form written out pair by pair (temperature networks evaluated per pair);
+    with ``labels``, the candidates of an anchor's label are no negatives."""
     per_head = []
     for c, head in enumerate(module.heads):
         net = module.temperature_nets[c % len(module.temperature_nets)]
-        groups = enumerate_layout(layout, head(h1), head(h2))
+        groups = enumerate_layout(layout, head(h1), head(h2), labels=labels)
         losses = [_amcl_anchor_loss(module, net, an, decoupled) for group in groups for an in group]
         per_head.append(torch.stack(losses))
     return torch.stack(per_head).sum(0)

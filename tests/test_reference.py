@@ -150,6 +150,33 @@ def test_amcl_matches_reference(layout, form, decoupled, kernel):
         torch.testing.assert_close(a, b, rtol=1e-8, atol=1e-10)
 
 
+@pytest.mark.parametrize("layout", ["simclr", "cross_view"])
+@pytest.mark.parametrize("form", list(AMCL_FORMS))
+@pytest.mark.parametrize("decoupled", [True, False])
+@pytest.mark.parametrize("kernel", ["auto", "dense", "stream"])
+@pytest.mark.filterwarnings("ignore:amcl form")
+def test_amcl_excludes_same_label_candidates(layout, form, decoupled, kernel):
+    """``exclude="same_label"`` in every AMCL form: its reference with the anchor's label left out of the
+    negatives (the positive stays in the denominator unless decoupled), values and every parameter's gradient."""
+    if form == "topk" and not decoupled:
+        pytest.skip("the top-k form keeps the positive out of the denominator")
+    torch.manual_seed(0)
+    loss_fn = clp.build_loss("amcl", dim=6, heads=2, proj_dim=3, hidden=8, temperature_hidden=5, form=form,
+                             layout=layout, decoupled=decoupled, reduction="none", share_temperature_mlp=False,
+                             kernel=kernel, exclude="same_label", **AMCL_FORMS[form]).double()  # fmt: skip
+    if form == "anchor":
+        for net in loss_fn.temperature_nets:
+            torch.nn.init.normal_(net.second.weight)
+    h1 = torch.randn(N, 6, dtype=torch.float64, requires_grad=True)
+    h2 = torch.randn(N, 6, dtype=torch.float64, requires_grad=True)
+    ours = loss_fn(h1, h2, labels=LABELS)
+    expected = ref.amcl(loss_fn, h1, h2, layout, decoupled, labels=LABELS)
+    torch.testing.assert_close(ours, expected, rtol=1e-10, atol=1e-10)
+    params = [h1, h2, *loss_fn.parameters()]
+    for a, b in zip(_grads(ours.sum(), params), _grads(expected.sum(), params)):
+        torch.testing.assert_close(a, b, rtol=1e-8, atol=1e-10)
+
+
 def test_from_similarity_multi_positive_matches_reference():
     """A row with several positives averages its per-positive losses (others not negatives)."""
     g = torch.Generator().manual_seed(3)
@@ -316,11 +343,9 @@ def test_labels_that_cannot_be_used_get_one_line(build, call, named):
     assert "\n" not in str(info.value)
 
 
-def test_exclude_is_checked_at_construction_and_amcl_refuses_it():
+def test_exclude_is_checked_at_construction():
     with pytest.raises(ValueError, match="exclude must be one of"):
         clp.build_loss("infonce", exclude="label")
-    with pytest.raises(ValueError, match="amcl does not take exclude"):
-        clp.build_loss("amcl", dim=4, exclude="same_label")
 
 
 def test_a_labelled_queue_keeps_its_keys_labels_for_exclude_same_label():

@@ -142,9 +142,9 @@ class AMCLLoss(ContrastiveLoss):
         given = dict(eta=eta, iota=iota, beta=beta, topk=topk, share_temperature_mlp=share_temperature_mlp)
         spec = {**FORMS[self.form], **{k: v for k, v in given.items() if v is not None}}
         kwargs.setdefault("decoupled", spec["decoupled"])
-        for arg, value in (("exclude", "same_label"), ("positives", "label")):
-            if kwargs.get(arg) is not None:
-                raise ValueError(f"amcl does not take {arg}={value!r} yet: its heads run a kernel of their own")
+        if kwargs.get("positives") is not None:
+            raise ValueError("amcl does not take positives='label' yet: a positive's temperature comes from its own pair "
+                             "network, which its kernel evaluates for one positive per anchor")  # fmt: skip
         super().__init__(**kwargs)
         self._check_form_args(eta=eta, iota=iota, beta=beta, topk=topk)
         sizes = dict(dim=dim, heads=heads, proj_dim=proj_dim, hidden=hidden, temperature_hidden=temperature_hidden)
@@ -203,8 +203,11 @@ class AMCLLoss(ContrastiveLoss):
         *,
         queue: torch.Tensor | None = None,
         hard_negatives: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        queue_labels: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """``z1``, ``z2`` are backbone features [N, dim]; each head projects them."""
+        """``z1``, ``z2`` are backbone features [N, dim]; each head projects them. ``labels`` [N] (and
+        ``queue_labels``) with ``exclude="same_label"``, as for every strategy."""
         if self.check_inputs:
             check_pair(z1, z2, ("h1", "h2"), allow_zero_rows=True)  # its heads' biases map a zero row somewhere
             check_feature_dim(z1, self.dim, "h1", f"dim={self.dim}")
@@ -220,7 +223,7 @@ class AMCLLoss(ContrastiveLoss):
         for c, head in enumerate(self.heads):
             p1, p2 = head(z1), head(z2)
             hard = None if hard_negatives is None else head(hard_negatives)  # projected like the views
-            blocks = self.blocks(p1, p2, queue=queue, hard_negatives=hard)
+            blocks = self.blocks(p1, p2, queue=queue, hard_negatives=hard, labels=labels, queue_labels=queue_labels)
             per_anchor = torch.cat([self._head_block_loss(c, b) for b in blocks])
             total = per_anchor if total is None else total + per_anchor
         assert total is not None
@@ -250,7 +253,7 @@ class AMCLLoss(ContrastiveLoss):
         kernel = auto_kernel(block) if self.kernel == "auto" else self.kernel
         if kernel != "dense":  # s_ij / tau_i = (a_i / tau_i) . c_j: the scalar kernel with rescaled anchors
             logits: torch.Tensor | LazyLogits = LazyLogits(lazy.anchors / tau[:, None], lazy.candidates, lazy.positives,
-                                                           stream=kernel == "stream")  # fmt: skip
+                                                           stream=kernel == "stream", labels=lazy.labels)  # fmt: skip
         else:
             logits = block.cosine() / tau[:, None]
         d = pairs.d(logits)
@@ -266,14 +269,16 @@ class AMCLLoss(ContrastiveLoss):
         s_pos = pairs.positive(sim)
         tau_pos = net.bound((fa * fc.index_select(0, pairs.cols)).sum(dim=1))
         negatives = pairs.negative_logits(sim)
-        k = min(self.topk, pairs.n_cols - pairs.exclude_cols.shape[1])
+        # with labels a row may have fewer negatives than k: its -inf picks are left out of its mean
+        k = min(self.topk, int(pairs.negatives_per_row().max()))
         s_top, idx = negatives.topk(k, dim=1)
+        picked = torch.isfinite(s_top)
         tau_top = net.bound((fa[:, None, :] * fc[idx]).sum(dim=-1))
-        reg_top = (torch.log(tau_top) + 1.0 / tau_top).sum(dim=1)
-        loss = -s_pos / tau_pos + (s_top / tau_top).mean(dim=1)
+        reg_top = (torch.log(tau_top) + 1.0 / tau_top).masked_fill(~picked, 0.0).sum(dim=1)
+        loss = -s_pos / tau_pos + (s_top / tau_top).masked_fill(~picked, 0.0).sum(dim=1) / picked.sum(dim=1)
         loss = loss + self.beta * (amcl_regulariser(tau_pos, self.proj_dim) - reg_top)
         with torch.no_grad():
-            both = torch.cat([tau_pos, tau_top.flatten()])
+            both = torch.cat([tau_pos, tau_top[picked]])
             self.record(alignment=s_pos.mean(), tau_pos_mean=tau_pos.mean(), tau_neg_mean=tau_top.mean(),
                         tau_min=both.min(), tau_max=both.max())  # fmt: skip
         return loss
@@ -288,12 +293,14 @@ class AMCLLoss(ContrastiveLoss):
         l_pos = s_pos / tau_pos - self.beta * amcl_regulariser(tau_pos, self.proj_dim)
         if self.negatives == "lse":
             exclude = pairs.exclude_cols if self.decoupled else pairs.exclude_cols[:, 1:]
+            # same-label candidates are no terms; the positive stays one unless decoupled
+            labels = None if pairs.labels is None else (*pairs.labels, None if self.decoupled else pairs.cols)
             lse, tau_stats = amcl_negative_lse(
                 a_n, c_n, pa, pb, w2, mlp.second.bias.to(pa.dtype)[0], exclude if exclude.shape[1] else None,
                 floor=self.eta, span=self.iota, beta=self.beta, proj_dim=self.proj_dim,
-                chunk_elements=self.chunk_elements,
+                chunk_elements=self.chunk_elements, labels=labels,
             )  # fmt: skip
-            n_terms = pairs.n_rows * (pairs.n_cols - exclude.shape[1])
+            n_terms = pairs.negative_count() + (0 if self.decoupled else pairs.n_rows)
             self.record(tau_neg_mean=tau_stats[0] / n_terms, tau_min=tau_stats[1], tau_max=tau_stats[2])
             loss = lse - l_pos
         else:
