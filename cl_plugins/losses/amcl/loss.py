@@ -143,8 +143,8 @@ class AMCLLoss(ContrastiveLoss):
         spec = {**FORMS[self.form], **{k: v for k, v in given.items() if v is not None}}
         kwargs.setdefault("decoupled", spec["decoupled"])
         if kwargs.get("positives") is not None:
-            raise ValueError("amcl does not take positives='label' yet: a positive's temperature comes from its own pair "
-                             "network, which its kernel evaluates for one positive per anchor")  # fmt: skip
+            raise ValueError("amcl does not take positives='label' yet: its kernels give a temperature to one "
+                             "positive per anchor; exclude='same_label' works")  # fmt: skip
         super().__init__(**kwargs)
         self._check_form_args(eta=eta, iota=iota, beta=beta, topk=topk)
         sizes = dict(dim=dim, heads=heads, proj_dim=proj_dim, hidden=hidden, temperature_hidden=temperature_hidden)
