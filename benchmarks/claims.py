@@ -405,7 +405,7 @@ def matrix(runs: list[dict], dcrec_step_cost: dict[str, float] | None = None) ->
             cells.append(f"{diff.text()} {cell_mark(diff)}; {_cost_text(sec, base_sec)}")
         lines.append(f"| {strategy} | " + " | ".join(cells) + " |")
     lines += [*settings_lines(runs), "", *what_to_use(columns), *tau_search_lines(runs), *imbalance_lines(runs),
-              *convergence_lines(runs), *gpu_lines(runs), *earlier_lines(earlier, runs), "",
+              *labels_lines(runs), *convergence_lines(runs), *gpu_lines(runs), *earlier_lines(earlier, runs), "",
               *not_in_matrix(runs)]  # fmt: skip
     return "\n".join(lines) + "\n"
 
@@ -641,6 +641,33 @@ def imbalance_lines(runs: list[dict]) -> list[str]:
         return []
     return ["", "Long tail against the balanced control (100 epochs, kNN top-1): (strategy − `infonce` on the long "
             "tail) − (the same on the balanced subset), paired by seed: " + "; ".join(parts) + "."]  # fmt: skip
+
+
+#: the labelled settings of ``vision-labels`` (balanced CPU-sized SimCLR), each paired with vision-lt's ``infonce``
+LABEL_SETTINGS = ((({"exclude": "same_label"}), '`exclude="same_label"` (two images of a class are no negatives)'),
+                  (({"positives": "label"}), '`positives="label"` (supervised contrastive, L_out)'))  # fmt: skip
+
+
+def labels_lines(runs: list[dict]) -> list[str]:
+    """What CIFAR's labels do to the balanced CPU-sized SimCLR run (same data, model, budget and seeds as the
+    matrix's balanced column): each labelled setting − the self-supervised ``infonce``, kNN and linear-probe top-1,
+    paired by seed."""
+    parts = []
+    for params, text in LABEL_SETTINGS:
+        diffs = []
+        for metric, name in (("knn_top1", "kNN"), ("linear_top1", "linear probe")):
+            base = scores(runs, "vision-lt", "cifar10", "infonce", metric, {})
+            mine = scores(runs, "vision-labels", "cifar10", "infonce", metric, params)
+            if mine.keys() & base.keys():
+                diff = paired_by_key(mine, base)
+                diffs.append(f"{name} {diff.text()} {cell_mark(diff)}")
+        if diffs:
+            parts.append(f"{text}: " + ", ".join(diffs))
+    if not parts:
+        return []
+    return ["", "Labels in the balanced CPU-sized setting (`claims_runs.py vision-labels`; the same runs as the "
+            "balanced column with CIFAR's labels given to the loss), − self-supervised `infonce`, top-1, paired by "
+            "seed: " + "; ".join(parts) + "."]  # fmt: skip
 
 
 def not_in_matrix(runs: list[dict]) -> list[str]:

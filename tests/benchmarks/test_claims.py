@@ -305,6 +305,23 @@ def test_the_long_tail_line_is_a_difference_of_paired_differences() -> None:
     assert "`cosine_schedule` +2.33 [+0.90, +3.77] (n 3) higher on the long tail" in line
 
 
+def test_the_labels_line_pairs_each_labelled_setting_with_the_balanced_baseline() -> None:
+    """vision-labels rows are told apart by their parameters and paired by seed with vision-lt's balanced
+    ``infonce`` rows (never with the long tail's)."""
+    def row(experiment: str, dataset: str, params: dict, seed: int, knn: float) -> dict:
+        return {**_vision(experiment, params, seed, knn, knn + 1), "dataset": dataset}
+
+    runs = [row("vision-lt", "cifar10", {}, s, k) for s, k in enumerate((50.0, 51.0, 52.0))]
+    runs += [row("vision-lt", "cifar10_lt", {}, s, 0.0) for s in range(3)]
+    runs += [row("vision-labels", "cifar10", {"exclude": "same_label"}, s, k) for s, k in enumerate((51.0, 52.0, 53.0))]
+    runs += [row("vision-labels", "cifar10", {"positives": "label"}, s, k) for s, k in enumerate((60.0, 62.0, 64.0))]
+    assert claims.labels_lines(runs[:6]) == []
+    (line,) = [x for x in claims.labels_lines(runs) if x]
+    assert '`exclude="same_label"` (two images of a class are no negatives): kNN +1.00 [+1.00, +1.00] (n 3)' in line
+    # SupCon − infonce: +10, +11, +12: sd 1, t(0.975, 2) / sqrt(3) = 2.484
+    assert '`positives="label"` (supervised contrastive, L_out): kNN +11.00 [+8.52, +13.48] (n 3) better' in line
+
+
 def test_the_tau_search_summary_follows_the_marks() -> None:
     nd = "no detectable difference"
     assert claims._tau_search_summary({0.1: "better", 0.5: "worse", 1.0: nd}).startswith(
