@@ -131,6 +131,21 @@ def pml_ntxent() -> Loss | None:
     return fn
 
 
+def pml_supcon(classes: int = 100) -> Loss | None:
+    """pytorch-metric-learning's ``SupConLoss`` on both views, pair i labelled i mod ``classes``."""
+    try:
+        from pytorch_metric_learning.losses import SupConLoss
+    except ImportError:
+        return None
+    loss = SupConLoss(temperature=TAU)
+
+    def fn(z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
+        labels = (torch.arange(z1.shape[0], device=z1.device) % classes).repeat(2)
+        return loss(torch.cat([z1, z2]), labels)
+
+    return fn
+
+
 def info_nce() -> Loss | None:
     try:
         from info_nce import InfoNCE
@@ -154,7 +169,7 @@ def ours(name: str, **kwargs) -> Callable[[int], Loss]:
 
 
 def labelled(factory: Callable[[int], Loss], classes: int = 100) -> Callable[[int], Loss]:
-    """``exclude="same_label"`` with pair i labelled i mod ``classes`` (a batch of ``classes`` classes)."""
+    """A loss that takes labels, with pair i labelled i mod ``classes`` (a batch of ``classes`` classes)."""
 
     def make(dim: int) -> Loss:
         loss = factory(dim)
@@ -184,6 +199,14 @@ CASES: dict[str, tuple[str, Callable[[int], Loss | None]]] = {
     **{f"{name} + same_label": ("simclr", labelled(ours(name, exclude="same_label")))
        for name in ("infonce", "macl", "dystress", "temperature_free")},  # fmt: skip
     "infonce [stream] + same_label": ("simclr", labelled(ours("infonce", kernel="stream", exclude="same_label"))),
+    # positives="label" (supervised contrastive) on 100 classes, each form, and its peer
+    **{f"infonce + supcon {form}": ("simclr", labelled(ours("infonce", positives="label", positive_form=form)))
+       for form in ("out", "in", "pair")},  # fmt: skip
+    "macl + supcon out": ("simclr", labelled(ours("macl", positives="label"))),
+    "infonce [stream] + supcon out": ("simclr", labelled(ours("infonce", kernel="stream", positives="label"))),
+    "infonce [stream] + supcon out (1000 classes)": ("simclr", labelled(ours("infonce", kernel="stream",
+                                                                             positives="label"), classes=1000)),
+    "pytorch-metric-learning SupConLoss (100 classes)": ("simclr", lambda dim: pml_supcon()),
     "F.cross_entropy" + CROSS: ("cross_view", lambda dim: plain_cross_view),
     "info-nce-pytorch InfoNCE": ("cross_view", lambda dim: info_nce()),
     "sentence-transformers MNRL": ("cross_view", lambda dim: _sentence_transformers(cached=False)),

@@ -80,7 +80,9 @@ class PairBlock:
         first = torch.repeat_interleave(start - (torch.cumsum(counts, 0) - counts), counts)
         cols = order[first + _arange(rows.shape[0], anchor)]
         offset = 0 if self.positives is None else 1  # a queue's separate positive column comes first
-        kept = ~(cols[:, None] + offset == self.exclude_cols[rows]).any(dim=1)
+        kept = torch.ones_like(rows, dtype=torch.bool)
+        for excluded in self.exclude_cols.unbind(dim=1):  # one [P] comparison at a time: no [P, k] temporary
+            kept &= cols + offset != excluded[rows]
         return rows[kept], cols[kept]
 
     def _unit(self, x: torch.Tensor) -> torch.Tensor:
