@@ -38,6 +38,7 @@ import torch
 
 from ..base import ContrastiveLoss
 from ..extension import LazyLogits, LogitMap, Pairs
+from ..kernels.compiled import maybe_compiled
 from ..registry import register_loss
 from ..validation import check_choice, check_positive, check_range, check_temperature
 
@@ -69,6 +70,22 @@ def dystress_temperature(
     if profile == "monotone":
         return tau_min + 0.5 * delta * (1 - torch.cos(0.5 * math.pi * (1 + s)))
     raise ValueError(f"profile must be one of {list(PROFILES)}, got {profile!r}")
+
+
+# the logit map's forms for the kernels (module functions, so that each compiles once: kernels.compiled)
+def _with_stat(s: torch.Tensor, *profile: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    tau = dystress_temperature(s, *profile)
+    return s / tau, tau
+
+
+def _with_derivative(s: torch.Tensor, *profile: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    inverse = dystress_temperature(s, *profile).reciprocal_()  # with tau(sg(s)) the derivative is 1 / tau
+    return s * inverse, inverse
+
+
+def _full(s: torch.Tensor, *profile: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    tau = dystress_temperature(s, *profile)
+    return s / tau, tau.reciprocal(), tau
 
 
 @register_loss("dystress")
@@ -128,18 +145,10 @@ class DySTreSSLoss(ContrastiveLoss):
             # lazy: with labels the count of negatives takes a pass over them, which only the diagnostic needs
             self.record(tau_mean=lambda: total / pairs.negative_count(), tau_min=lo, tau_max=hi)
 
-        def with_stat(s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            tau = self.temperature(s)
-            return s / tau, tau
-
-        def with_derivative(s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            inverse = self.temperature(s).reciprocal_()
-            return s * inverse, inverse
-
-        def full(s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-            tau = self.temperature(s)
-            return s / tau, tau.reciprocal(), tau
-
+        profile = (self.tau_min, self.tau_max, self.profile, self.shift, self.scale)
+        with_stat = lambda s: maybe_compiled(_with_stat)(s, *profile)  # noqa: E731
+        with_derivative = lambda s: maybe_compiled(_with_derivative)(s, *profile)  # noqa: E731
+        full = lambda s: maybe_compiled(_full)(s, *profile)  # noqa: E731
         value = lambda s: s / self.temperature(s.detach() if self.detach else s)  # noqa: E731
         # with tau(sg(s)) the derivative is 1 / tau(s); the full one (detach=False) comes from autograd per tile
         if not self.detach:

@@ -26,6 +26,7 @@ import torch
 
 from ..base import ContrastiveLoss
 from ..extension import LazyLogits, LogitMap, Pairs
+from ..kernels.compiled import maybe_compiled
 from ..registry import register_loss
 
 
@@ -33,6 +34,19 @@ def effective_inverse_tau(s: torch.Tensor) -> torch.Tensor:
     """2 atanh(s) / s: the 1/tau a fixed-temperature loss would need to give the same logit."""
     safe = torch.where(s.abs() > 1e-6, s, torch.ones_like(s))
     return torch.where(s.abs() > 1e-6, 2 * torch.atanh(safe) / safe, torch.full_like(s, 2.0))
+
+
+def closed_form(s: torch.Tensor, lo: float, hi: float, grad: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """exp(2 atanh c) and, with ``grad``, exp(phi) phi' at the clamped c = clamp(s, lo, hi): with r = 1 / (1 - c),
+    (1 + c) / (1 - c) = 2 r - 1, at most 2 / eps (the kernels sum it without a running maximum), and 2 r^2
+    (phi' = 2 / (1 - c^2); 0 outside the clamp, where the clamp passes no gradient). One loop when compiled
+    (:mod:`cl_plugins.kernels.compiled`)."""
+    c = s.clamp(lo, hi)
+    r = torch.rsub(c, 1).reciprocal_()
+    if not grad:
+        return r.mul_(2).sub_(1), None
+    factor = torch.where(c == s, r.square().mul_(2), 0.0)
+    return r.mul_(2).sub_(1), factor
 
 
 @register_loss("temperature_free")
@@ -68,15 +82,7 @@ class TemperatureFreeLoss(ContrastiveLoss):
         return LogitMap(value, with_derivative=lambda s: (value(s), derivative(s)), exp_form=self._exp_form)
 
     def _exp_form(self, s: torch.Tensor, grad: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """With r = 1 / (1 - c) at the clamped c: exp(2 atanh c) = (1 + c) / (1 - c) = 2 r - 1, at most 2 / eps
-        (the kernels sum it without a running maximum), and with ``grad`` exp(phi) phi' = 2 r^2 (phi' = 2 / (1 - c^2);
-        0 outside the clamp)."""
-        lo, hi = -1 + self.eps, 1 - self.eps
-        r = torch.reciprocal(1 - s.clamp(lo, hi))
-        if not grad:
-            return r.mul(2).sub_(1), None
-        factor = torch.where((s >= lo) & (s <= hi), r.square().mul_(2), torch.zeros_like(r))
-        return r.mul_(2).sub_(1), factor
+        return maybe_compiled(closed_form)(s, -1 + self.eps, 1 - self.eps, grad)
 
     def logits(self, sim: torch.Tensor | LazyLogits, pairs: Pairs) -> torch.Tensor | LazyLogits:
         positive = pairs.positive(sim).detach()

@@ -1,0 +1,82 @@
+"""``CL_PLUGINS_COMPILE``: the per-pair maps compiled into one loop give the eager maps' values and gradients on
+the fused and streaming kernels; a backend that fails falls back to the eager maps with one warning."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import cl_plugins as clp
+from cl_plugins.kernels import compiled
+
+CASES = [
+    ("temperature_free", {}),
+    ("dystress", {}),
+    ("dystress", {"profile": "shifted", "shift": -0.4, "scale": 0.7}),
+]
+
+
+@pytest.fixture
+def restore():
+    yield
+    compiled.set_compile(None)
+    compiled._state["failed"] = False
+
+
+def _loss_and_grads(name, kwargs, kernel, dtype, labels=None):  # type: ignore[no-untyped-def]
+    g = torch.Generator().manual_seed(0)
+    z1, z2 = (torch.randn(12, 6, generator=g, dtype=dtype, requires_grad=True) for _ in range(2))
+    loss_fn = clp.build_loss(name, kernel=kernel, reduction="none", **kwargs).to(dtype)
+    extra = {} if labels is None else {"labels": labels}
+    loss = loss_fn(z1, z2, **extra)
+    return (loss, *torch.autograd.grad(loss.sum(), (z1, z2))), loss_fn.stats
+
+
+@pytest.mark.parametrize("kernel", ["fused", "stream"])
+@pytest.mark.parametrize(("name", "kwargs"), CASES)
+def test_compiled_maps_equal_the_eager_ones(name, kwargs, kernel, restore):
+    for dtype, tol in ((torch.float64, 1e-12), (torch.float32, 1e-6)):
+        compiled.set_compile(False)
+        eager, eager_stats = _loss_and_grads(name, kwargs, kernel, dtype)
+        compiled.set_compile(True)
+        ours, ours_stats = _loss_and_grads(name, kwargs, kernel, dtype)
+        assert not compiled._state["failed"], "torch.compile is unavailable here"
+        for a, b in zip(ours, eager):
+            torch.testing.assert_close(a, b, rtol=tol, atol=tol)
+        assert ours_stats.keys() == eager_stats.keys()
+        for key in eager_stats:
+            assert ours_stats[key] == pytest.approx(eager_stats[key], rel=tol)
+
+
+def test_the_switch_follows_the_environment_unless_set(monkeypatch, restore):
+    monkeypatch.setenv(compiled.ENV, "1")
+    assert compiled.compile_enabled()
+    monkeypatch.setenv(compiled.ENV, "0")
+    assert not compiled.compile_enabled()
+    compiled.set_compile(True)
+    assert compiled.compile_enabled()
+
+
+def test_a_failing_backend_falls_back_to_the_eager_map_once(monkeypatch, restore):
+    def broken(fn, **kwargs):  # type: ignore[no-untyped-def]
+        def call(*args):  # type: ignore[no-untyped-def]
+            raise RuntimeError("no C++ compiler here\ncompiler output follows")
+
+        return call
+
+    monkeypatch.setattr(compiled, "_state", {"enabled": True, "failed": False, "compiled": {}})
+    monkeypatch.setattr(torch, "compile", broken)
+    with pytest.warns(RuntimeWarning, match="running them eagerly") as record:
+        ours, _ = _loss_and_grads("temperature_free", {}, "fused", torch.float64)
+    assert len(record) == 1 and "\n" not in str(record[0].message)
+    assert not compiled.compile_enabled()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no second warning: the eager maps from now on
+        again, _ = _loss_and_grads("temperature_free", {}, "fused", torch.float64)
+    compiled._state["enabled"] = False
+    eager, _ = _loss_and_grads("temperature_free", {}, "fused", torch.float64)
+    for a, b, c in zip(ours, again, eager):
+        torch.testing.assert_close(a, c, rtol=0, atol=0)
+        torch.testing.assert_close(b, c, rtol=0, atol=0)
