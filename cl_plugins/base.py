@@ -79,6 +79,9 @@ class ContrastiveLoss(nn.Module):
             (MACL's alignment, DySTreSS's positive τ) are over every positive pair; negative statistics (DySTreSS)
             over N. Memory: one cosine per positive pair (P = sum over labels of anchors x candidates), besides
             the kernel's.
+        compile_maps: run a per-pair strategy's map (DySTreSS, temperature-free) compiled into one loop with
+            ``torch.compile`` (:mod:`cl_plugins.kernels.compiled`: the same values; the first call compiles, for
+            seconds to a minute). None: as ``$CL_PLUGINS_COMPILE`` says (default: None, i.e. eager).
 
     Distributed semantics (``forward`` with ``gather_distributed=True``): the returned value is
     the loss of the global batch on every rank, and its gradient is scaled so that DDP's
@@ -130,6 +133,7 @@ class ContrastiveLoss(nn.Module):
         exclude: str | None = None,
         positives: str | None = None,
         positive_form: str = "out",
+        compile_maps: bool | None = None,
     ) -> None:
         super().__init__()
         self.layout = check_choice("layout", layout, LAYOUTS)
@@ -153,6 +157,7 @@ class ContrastiveLoss(nn.Module):
         if self.positives is not None and self.exclude is not None:
             raise ValueError("positives='label' already counts every same-label candidate as a positive (no negative): "
                              "drop exclude='same_label'")  # fmt: skip
+        self.compile_maps = None if compile_maps is None else bool(compile_maps)
         if self.positives is None and self.positive_form != "out":
             raise ValueError(f"positive_form={positive_form!r} applies to positives='label' only: pass it too")
         self._stats: dict[str, list[torch.Tensor | float]] = {}

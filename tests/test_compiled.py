@@ -10,6 +10,7 @@ import torch
 
 import cl_plugins as clp
 from cl_plugins.kernels import compiled
+from cl_plugins.losses.temperature_free import closed_form
 
 CASES = [
     ("temperature_free", {}),
@@ -80,3 +81,17 @@ def test_a_failing_backend_falls_back_to_the_eager_map_once(monkeypatch, restore
     for a, b, c in zip(ours, again, eager):
         torch.testing.assert_close(a, c, rtol=0, atol=0)
         torch.testing.assert_close(b, c, rtol=0, atol=0)
+
+
+def test_a_loss_can_ask_for_its_own_choice(restore):
+    """``compile_maps=True`` compiles that loss's map with the switch off; ``False`` keeps it eager with it on."""
+    compiled.set_compile(False)
+    compiled._state["compiled"].clear()
+    _loss_and_grads("temperature_free", {"compile_maps": False}, "fused", torch.float64)
+    assert not compiled._state["compiled"]
+    compiled.set_compile(True)
+    _loss_and_grads("temperature_free", {"compile_maps": False}, "fused", torch.float64)
+    assert not compiled._state["compiled"]
+    compiled.set_compile(False)
+    _loss_and_grads("temperature_free", {"compile_maps": True}, "fused", torch.float64)
+    assert list(compiled._state["compiled"]) == [closed_form]

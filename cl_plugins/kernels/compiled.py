@@ -1,4 +1,5 @@
-"""Per-pair maps compiled into one loop: ``CL_PLUGINS_COMPILE=1`` (or :func:`set_compile`).
+"""Per-pair maps compiled into one loop: a loss's ``compile_maps=True``, or ``CL_PLUGINS_COMPILE=1`` (or
+:func:`set_compile`) for every loss.
 
 A per-pair strategy's map (temperature-free's closed form, DySTreSS's ``s / tau(s)`` with its derivative and
 statistic) is several elementwise operations over each tile of the [A, M] similarities; eagerly each is a pass of
@@ -40,10 +41,10 @@ def compile_enabled() -> bool:
     return os.environ.get(ENV, "0").strip().lower() in ("1", "true", "yes")
 
 
-def maybe_compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` compiled (dynamic shapes) when :func:`compile_enabled`, else ``fn``; a compilation that fails falls
-    back to ``fn`` for good, with one warning."""
-    if not compile_enabled():
+def maybe_compiled(fn: Callable[..., Any], enabled: bool | None = None) -> Callable[..., Any]:
+    """``fn`` compiled (dynamic shapes) when ``enabled`` (a loss's ``compile_maps``; None: :func:`compile_enabled`),
+    else ``fn``; a compilation that fails falls back to ``fn`` for good, with one warning."""
+    if _state["failed"] or not (compile_enabled() if enabled is None else enabled):
         return fn
     compiled = _state["compiled"].get(fn)
     if compiled is None:

@@ -146,9 +146,9 @@ class DySTreSSLoss(ContrastiveLoss):
             self.record(tau_mean=lambda: total / pairs.negative_count(), tau_min=lo, tau_max=hi)
 
         profile = (self.tau_min, self.tau_max, self.profile, self.shift, self.scale)
-        with_stat = lambda s: maybe_compiled(_with_stat)(s, *profile)  # noqa: E731
-        with_derivative = lambda s: maybe_compiled(_with_derivative)(s, *profile)  # noqa: E731
-        full = lambda s: maybe_compiled(_full)(s, *profile)  # noqa: E731
+        with_stat = lambda s: maybe_compiled(_with_stat, self.compile_maps)(s, *profile)  # noqa: E731
+        with_derivative = lambda s: maybe_compiled(_with_derivative, self.compile_maps)(s, *profile)  # noqa: E731
+        full = lambda s: maybe_compiled(_full, self.compile_maps)(s, *profile)  # noqa: E731
         value = lambda s: s / self.temperature(s.detach() if self.detach else s)  # noqa: E731
         # with tau(sg(s)) the derivative is 1 / tau(s); the full one (detach=False) comes from autograd per tile
         if not self.detach:

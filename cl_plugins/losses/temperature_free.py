@@ -82,7 +82,7 @@ class TemperatureFreeLoss(ContrastiveLoss):
         return LogitMap(value, with_derivative=lambda s: (value(s), derivative(s)), exp_form=self._exp_form)
 
     def _exp_form(self, s: torch.Tensor, grad: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-        return maybe_compiled(closed_form)(s, -1 + self.eps, 1 - self.eps, grad)
+        return maybe_compiled(closed_form, self.compile_maps)(s, -1 + self.eps, 1 - self.eps, grad)
 
     def logits(self, sim: torch.Tensor | LazyLogits, pairs: Pairs) -> torch.Tensor | LazyLogits:
         positive = pairs.positive(sim).detach()
