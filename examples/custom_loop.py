@@ -5,8 +5,7 @@
 
 A loop needs three things from cl-plugins, marked (1), (2), (3) below: the strategy, its parameters in
 the optimizer without weight decay, and the per-step hook. Data: ``$CL_PLUGINS_DATA/images`` (CIFAR-10).
-With class labels (two images of a class are no negatives): ``exclude="same_label"``, ``loss_fn(z1, z2, labels=y)``;
-``positives="label"`` makes them positives (supervised contrastive learning, Khosla et al.'s L_out).
+Class labels: ``loss_fn(z1, z2, labels=y)``, ``exclude="same_label"`` (no negatives) or ``positives="label"`` (SupCon).
 """
 
 from __future__ import annotations
