@@ -370,7 +370,8 @@ REFERENCES = {  # layout: (our infonce, the hand-written F.cross_entropy)
 def skip_reason(label: str, layout: str, n: int, args: argparse.Namespace) -> str | None:
     if "mle" in label and n > args.amcl_mle_max_n:
         return "skipped: O(N²·hidden) time (--amcl-mle-max-n)"
-    if label.startswith("pytorch-metric-learning") and n > args.pml_max_n:
+    # NTXentLoss's pair-by-pair matrix is O(N³); SupConLoss works on the [2N, 2N] matrix (several copies)
+    if label.startswith("pytorch-metric-learning NTXentLoss") and n > args.pml_max_n:
         return "skipped: O(N³) memory (--pml-max-n)"
     need, have = dense_gib(label, layout, n), available_gib()
     if need > 0.8 * have:
