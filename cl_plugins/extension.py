@@ -29,7 +29,7 @@ import torch
 
 from .kernels.fused import NegativeLSE
 from .kernels.pairs import pair_cosines
-from .kernels.streaming import label_mask, streaming_negative_lse
+from .kernels.streaming import streaming_negative_lse
 
 if TYPE_CHECKING:  # the layouts build LazyLogits
     from .layouts import PairBlock
@@ -140,8 +140,14 @@ class LazyLogits:
 
     def pair_logits(self, rows: torch.Tensor, cand: torch.Tensor) -> torch.Tensor:
         """Logits of the listed (anchor ``rows``, candidate ``cand``) pairs [P] (``cand`` indexes the candidates,
-        not the columns: a queue's separate positive column is not among them)."""
-        return self._logits_of(pair_cosines(self.anchors, self.candidates, rows, cand))
+        not the columns: a queue's separate positive column is not among them); a block has one such list, whose
+        cosines are computed once."""
+        cos = self._positive_cache.get("pairs")
+        if cos is None:
+            cos = pair_cosines(self.anchors, self.candidates, rows, cand)
+            if torch.is_grad_enabled():
+                self._positive_cache["pairs"] = cos
+        return self._logits_of(cos)
 
     def _logits_of(self, cos: torch.Tensor) -> torch.Tensor:
         if self.logit_map is not None:
@@ -150,23 +156,18 @@ class LazyLogits:
             return cos
         return cos * self.scale
 
-    def negative_lse(self, exclude_cols: torch.Tensor | None, ratios: tuple[float, ...] = (),
-                     keep_same: bool = False) -> list[torch.Tensor]:  # fmt: skip
-        """LSE over negatives [A] at this scale, then (no grad) at ``scale * r`` for each r; ``keep_same``: over
-        the candidates of the anchor's label instead (supervised positives; -inf for an anchor with none)."""
+    def negative_lse(self, exclude_cols: torch.Tensor | None, ratios: tuple[float, ...] = ()) -> list[torch.Tensor]:
+        """LSE over negatives [A] at this scale, then (no grad) at ``scale * r`` for each r."""
         # with separate positives (queue) every candidate is a negative
         exclude = None if self.positives is not None else exclude_cols
-        logit_map = self.logit_map
-        if keep_same and logit_map is not None:  # a map's statistics are the negatives' (the other pass)
-            logit_map = replace(logit_map, with_stat=None, on_stats=None)
-        fusable = logit_map is None or logit_map.with_derivative is not None
+        fusable = self.logit_map is None or self.logit_map.with_derivative is not None
         if self.stream or not fusable:
-            options = {"logit_map": logit_map, "bias_cols": self.bias_cols, "bias": self.bias, "labels": self.labels,
-                       "keep_same": keep_same}  # fmt: skip
+            options = {"logit_map": self.logit_map, "bias_cols": self.bias_cols, "bias": self.bias,
+                       "labels": self.labels}  # fmt: skip
             anchors = self.scaled_anchors()
             return streaming_negative_lse(anchors, self.candidates, exclude, ratios=tuple(ratios), **options)
-        return list(NegativeLSE.apply(self.scaled_anchors(), self.candidates, exclude, tuple(ratios), logit_map,
-                                       self.bias_cols, self.bias, self.labels, keep_same))  # fmt: skip
+        return list(NegativeLSE.apply(self.scaled_anchors(), self.candidates, exclude, tuple(ratios),
+                                       self.logit_map, self.bias_cols, self.bias, self.labels))  # fmt: skip
 
 
 @dataclass
@@ -219,18 +220,18 @@ class Pairs:
         single = rows.numel() == n  # every row has >= 1 positive, so == n means exactly one each
         return cls(rows, cols, n, m, single, neg_mask=neg_mask, average=average)
 
-    def negative_logits(self, logits: torch.Tensor, keep_same: bool = False) -> torch.Tensor:
-        """``logits`` with every non-negative entry set to -inf (applied after any scaling); ``keep_same``: every
-        entry but the candidates of the anchor's label (``positives="label"``'s other positives) instead."""
+    def negative_logits(self, logits: torch.Tensor) -> torch.Tensor:
+        """``logits`` with every non-negative entry set to -inf (applied after any scaling)."""
         if self.neg_mask is not None:
             return logits.masked_fill(~self.neg_mask, NEG_INF)
         assert self.exclude_cols is not None
         masked = logits.scatter(1, self.exclude_cols, NEG_INF)
         if self.labels is not None:  # the dense path holds [A, M] anyway
-            drop = label_mask(*self.labels, keep_same)
-            if drop.shape[1] < masked.shape[1]:  # a separate positive column first (queue): never a negative
-                drop = torch.cat([drop.new_ones(drop.shape[0], 1), drop], dim=1)
-            masked = masked.masked_fill(drop, NEG_INF)
+            anchor, cand = self.labels
+            same = anchor[:, None] == cand[None, :]
+            if same.shape[1] < masked.shape[1]:  # a separate positive column first (queue): never a negative
+                same = torch.cat([same.new_ones(same.shape[0], 1), same], dim=1)
+            masked = masked.masked_fill(same, NEG_INF)
         return masked
 
     def negatives_per_row(self) -> torch.Tensor:
@@ -263,14 +264,9 @@ class Pairs:
             return x.gather(1, self.cols[:, None]).squeeze(1)
         return x[self.rows, self.cols]
 
-    def lse_negatives(self, logits: torch.Tensor, keep_same: bool = False) -> torch.Tensor:
-        """Log-sum-exp over each anchor's negatives (``keep_same``: over its label's other candidates, -inf for
-        an anchor with none), shape [A]."""
-        masked = self.negative_logits(logits, keep_same)
-        if not keep_same:
-            return torch.logsumexp(masked, dim=1)
-        empty = torch.isneginf(masked).all(dim=1, keepdim=True)  # logsumexp's gradient would be NaN there
-        return torch.logsumexp(masked.masked_fill(empty, 0.0), dim=1).masked_fill(empty.squeeze(1), NEG_INF)
+    def lse_negatives(self, logits: torch.Tensor) -> torch.Tensor:
+        """Log-sum-exp over each anchor's negatives, shape [A]."""
+        return torch.logsumexp(self.negative_logits(logits), dim=1)
 
     def d(self, logits: torch.Tensor | LazyLogits) -> torch.Tensor:
         """Eq. (1) for every positive pair, shape [P]."""
@@ -296,15 +292,17 @@ class Pairs:
     def _label_d(self, logits: torch.Tensor | LazyLogits, ratios: tuple[float, ...]) -> list[torch.Tensor]:
         """``d`` of ``positives="label"`` (see :class:`cl_plugins.ContrastiveLoss`) at ``logits``, then (no grad)
         at ``logits * r``: "pair" [P] LSE_neg - l_ap; "in" [A] LSE_neg - LSE_pos; "out" [P] LSE over every other
-        candidate - l_ap. The kernels' sums over the label (``keep_same``) leave out the anchor's own positive."""
+        candidate - l_ap. The negatives' LSE comes from the kernels; the sums over an anchor's label from its listed
+        pairs (O(P), never a pass over [A, M])."""
         pos = self.positive(logits)
         scales = (1.0, *ratios)
-        negatives = self._lses(logits, ratios, keep_same=False)
+        negatives = self._lses(logits, ratios)
         if self.form == "pair":
             return [lse[self.rows] - (pos if r == 1.0 else pos.detach() * r) for lse, r in zip(negatives, scales)]
         n, out = self.n_rows, []
-        for lse_n, lse_s, r in zip(negatives, self._lses(logits, ratios, keep_same=True), scales):
+        for lse_n, r in zip(negatives, scales):
             p = pos if r == 1.0 else pos.detach() * r
+            lse_s = _segment_lse(p[n:], self.rows[n:], n)  # the anchor's label, its own positive left out
             if self.form == "in":
                 out.append(lse_n - torch.logaddexp(lse_s, p[:n]))
                 continue
@@ -316,11 +314,10 @@ class Pairs:
             out.append(torch.cat([torch.logaddexp(lse_n, lse_s) - p[:n], d_other]))
         return out
 
-    def _lses(self, logits: torch.Tensor | LazyLogits, ratios: tuple[float, ...],
-              keep_same: bool) -> list[torch.Tensor]:  # fmt: skip
+    def _lses(self, logits: torch.Tensor | LazyLogits, ratios: tuple[float, ...]) -> list[torch.Tensor]:
         if isinstance(logits, LazyLogits):
-            return logits.negative_lse(self.exclude_cols, ratios, keep_same)
-        return [self.lse_negatives(logits if r == 1.0 else logits.detach() * r, keep_same) for r in (1.0, *ratios)]
+            return logits.negative_lse(self.exclude_cols, ratios)
+        return [self.lse_negatives(logits if r == 1.0 else logits.detach() * r) for r in (1.0, *ratios)]
 
     def label_counts(self) -> torch.Tensor:
         """Each anchor's number of positive pairs [A] (float)."""
@@ -336,6 +333,16 @@ class Pairs:
         sums = pair_values.new_zeros(self.n_rows).index_add(0, self.rows, pair_values)
         counts = torch.bincount(self.rows, minlength=self.n_rows).to(pair_values.dtype)
         return sums / counts
+
+
+def _segment_lse(values: torch.Tensor, rows: torch.Tensor, n: int) -> torch.Tensor:
+    """Log-sum-exp of ``values`` [Q] per row [n] (``rows`` [Q] their rows): -inf, with zero gradient, for a row
+    with none."""
+    peak = values.new_full((n,), NEG_INF).scatter_reduce(0, rows, values.detach(), "amax")
+    peak = torch.where(torch.isneginf(peak), torch.zeros_like(peak), peak)
+    total = values.new_zeros(n).index_add(0, rows, torch.exp(values - peak[rows]))
+    some = total > 0
+    return torch.where(some, peak + torch.log(torch.where(some, total, torch.ones_like(total))), NEG_INF)
 
 
 def _log_sub_exp(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .streaming import CLOSED_FORM_MAX_BIAS, NegativeStats, finite_centre, label_mask
+from .streaming import CLOSED_FORM_MAX_BIAS, NegativeStats
 
 if TYPE_CHECKING:  # the extension types import these kernels
     pass
@@ -31,13 +31,12 @@ CHUNK_ELEMENTS = 1 << 18
 
 class NegativeLSE(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, a, c, exclude_cols, ratios, logit_map=None, bias_cols=None, bias=0.0, labels=None,  # type: ignore[override]
-                keep_same=False):  # fmt: skip
+    def forward(ctx, a, c, exclude_cols, ratios, logit_map=None, bias_cols=None, bias=0.0, labels=None):  # type: ignore[override]
         with torch.autocast(device_type=a.device.type, enabled=False):
-            return NegativeLSE._forward(ctx, a, c, exclude_cols, ratios, logit_map, bias_cols, bias, labels, keep_same)
+            return NegativeLSE._forward(ctx, a, c, exclude_cols, ratios, logit_map, bias_cols, bias, labels)
 
     @staticmethod
-    def _forward(ctx, a, c, exclude_cols, ratios, logit_map, bias_cols, bias, labels, keep_same):  # type: ignore[no-untyped-def]
+    def _forward(ctx, a, c, exclude_cols, ratios, logit_map, bias_cols, bias, labels):  # type: ignore[no-untyped-def]
         x = a @ c.T
         if exclude_cols is not None and logit_map is None:
             x.scatter_(1, exclude_cols, NEG_INF)
@@ -53,14 +52,14 @@ class NegativeLSE(torch.autograd.Function):
         for start in range(0, n_rows, step):
             rows = slice(start, start + step)
             # the chunk's same-label mask, from the two label vectors while the chunk is in cache
-            same = None if labels is None else label_mask(labels[0][rows], labels[1], keep_same)
+            same = None if labels is None else labels[0][rows, None] == labels[1][None, :]
             if closed:  # exp(phi) and exp(phi) phi' in closed form: no maximum, no exp
                 e, factor = _chunk_exp(x[rows], rows, exclude_cols, logit_map, bias_cols, bias, same)
                 m[rows], s[rows] = 0.0, e.sum(dim=1, keepdim=True)
                 x[rows] = factor  # the buffer keeps exp(l - m) * phi'(x) with m = 0, all that backward needs
                 continue
             xc, derivative = _chunk_logits(x[rows], rows, exclude_cols, logit_map, bias_cols, bias, stats, same)
-            mc = finite_centre(xc.amax(dim=1, keepdim=True))  # 0 for a row with no term (keep_same): its sum is 0
+            mc = xc.amax(dim=1, keepdim=True)  # finite: every row keeps at least one negative
             for out, r in zip(extras, ratios):
                 out[rows] = r * mc.squeeze(1) + torch.sub(xc, mc).mul_(r).exp_().sum(dim=1).log_()
             xc.sub_(mc).exp_()
@@ -90,11 +89,10 @@ class NegativeLSE(torch.autograd.Function):
         ctx.consumed = True
         a, c, x, s = ctx.saved_tensors
         with torch.autocast(device_type=a.device.type, enabled=False):  # also when backward runs under autocast
-            # softmax over the negatives, times the incoming gradient (a row with no term has s = 0 and x = 0)
-            g = x.mul_(grad[:, None] / torch.where(s > 0, s, torch.ones_like(s)))
+            g = x.mul_(grad[:, None] / s)  # softmax over the negatives, times the incoming gradient
             grad_a = g @ c if ctx.needs_input_grad[0] else None
             grad_c = g.T @ a if ctx.needs_input_grad[1] else None
-        return grad_a, grad_c, None, None, None, None, None, None, None
+        return grad_a, grad_c, None, None, None, None, None, None
 
 
 def _chunk_exp(x, rows, exclude_cols, logit_map, bias_cols, bias, same):  # type: ignore[no-untyped-def]

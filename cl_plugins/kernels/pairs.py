@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import torch
 
-#: pairs per chunk: two [CHUNK_PAIRS, D] gathers (16 MiB of float32 at D = 128)
-CHUNK_PAIRS = 1 << 15
+#: pairs per chunk: two [CHUNK_PAIRS, D] gathers (4 MiB of float32 at D = 128, within a core's cache; 32,768 pairs a
+#: chunk took 3 times as long at N = 4,096, docs/benchmarks.md)
+CHUNK_PAIRS = 1 << 13
 
 
 class _PairCosines(torch.autograd.Function):

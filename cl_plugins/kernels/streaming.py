@@ -76,7 +76,6 @@ class _Plan:
     rows: int
     cols: int
     labels: tuple[torch.Tensor, torch.Tensor] | None = None  # (anchors' [A], candidates' [M]): same = no negative
-    keep_same: bool = False  # the sum runs over the anchor's own label instead (supervised positives)
 
     @property
     def closed(self) -> bool:
@@ -124,19 +123,8 @@ def _locate(x: torch.Tensor, r0: int, t0: int, plan: _Plan) -> tuple[Pair | None
         excluded = (rows, local[rows, k])
     same = None
     if plan.labels is not None:
-        same = label_mask(plan.labels[0][r0 : r0 + n_rows], plan.labels[1][t0 : t0 + width], plan.keep_same)
+        same = plan.labels[0][r0 : r0 + n_rows, None] == plan.labels[1][None, t0 : t0 + width]
     return biased, excluded, same
-
-
-def label_mask(anchor: torch.Tensor, candidate: torch.Tensor, keep_same: bool = False) -> torch.Tensor:
-    """[R, T] True where a candidate is no term of its anchor's sum: one of its label (the negatives' sum), or
-    with ``keep_same`` one of another label (the sum over the anchor's label, supervised positives)."""
-    return (anchor[:, None] != candidate[None, :]) if keep_same else (anchor[:, None] == candidate[None, :])
-
-
-def finite_centre(lse: torch.Tensor) -> torch.Tensor:
-    """``lse`` with 0 for the rows that have no term (-inf): their exponentials are then 0, never NaN."""
-    return torch.where(torch.isneginf(lse), torch.zeros_like(lse), lse)
 
 
 def _exp_tile(a: torch.Tensor, c: torch.Tensor, r0: int, t0: int, plan: _Plan, grad: bool) -> torch.Tensor:
@@ -223,7 +211,7 @@ class _StreamingNegativeLSE(torch.autograd.Function):
             rows, width = tile_sizes(plan.rows, plan.cols, a.device)
             for r0 in range(0, plan.rows, rows):
                 a_blk = a[r0 : r0 + rows]
-                centre, weight = finite_centre(lse[r0 : r0 + rows, None]), grad[r0 : r0 + rows, None]
+                centre, weight = lse[r0 : r0 + rows, None], grad[r0 : r0 + rows, None]
                 for t0 in range(0, plan.cols, width):
                     c_tile = c[t0 : t0 + width]
                     if plan.closed:
@@ -260,12 +248,10 @@ def streaming_negative_lse(
     bias_cols: torch.Tensor | None = None,
     bias: float = 0.0,
     labels: tuple[torch.Tensor, torch.Tensor] | None = None,
-    keep_same: bool = False,
 ) -> list[torch.Tensor]:
     """LSE over each anchor's negatives of ``phi(anchors @ candidates.T)`` [A], then (no grad) at ``r *`` the
     logits for each ratio r. ``labels`` (anchors' [A], candidates' [M]): a candidate of its anchor's label is no
-    negative; with ``keep_same`` the other way round, the LSE over the candidates of the anchor's label (-inf for
-    an anchor with none).
+    negative.
 
     Shapes:
         anchors: [A, D] (pre-scaled by 1/tau for a scalar temperature); candidates: [M, D];
@@ -275,5 +261,5 @@ def streaming_negative_lse(
     if ratios and logit_map is not None:
         raise ValueError("extra scales (ratios) apply to scalar temperatures only")
     plan = _Plan(exclude_cols, bias_cols, float(bias), logit_map, tuple(float(r) for r in ratios),
-                 anchors.shape[0], candidates.shape[0], labels, keep_same)  # fmt: skip
+                 anchors.shape[0], candidates.shape[0], labels)  # fmt: skip
     return list(_StreamingNegativeLSE.apply(anchors, candidates, plan))
