@@ -208,7 +208,8 @@ class ContrastiveLoss(nn.Module):
 
         Shapes:
             z1, z2: [N, D] (row i of z2 is the positive of row i of z1; L2-normalised here);
-            labels: [N] integer label of pair i, queue_labels: [K] of the queue's rows (``exclude="same_label"``);
+            labels: [N] integer label of pair i, queue_labels: [K] of the queue's rows (``exclude="same_label"`` or
+            ``positives="label"``);
             queue: [K, D] negatives for ``layout="queue"``;
             hard_negatives: [N, D] one hard negative per anchor for ``layout="cross_view"``.
             Returns a scalar, or [A] per-anchor losses with ``reduction="none"``.

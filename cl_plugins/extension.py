@@ -319,20 +319,19 @@ class Pairs:
             return logits.negative_lse(self.exclude_cols, ratios)
         return [self.lse_negatives(logits if r == 1.0 else logits.detach() * r) for r in (1.0, *ratios)]
 
-    def label_counts(self) -> torch.Tensor:
-        """Each anchor's number of positive pairs [A] (float)."""
-        return torch.bincount(self.rows, minlength=self.n_rows).to(torch.get_default_dtype())
+    def positives_per_row(self, dtype: torch.dtype) -> torch.Tensor:
+        """Each anchor's number of positive pairs [A], in ``dtype``."""
+        return torch.bincount(self.rows, minlength=self.n_rows).to(dtype)
 
     def per_anchor(self, pair_values: torch.Tensor) -> torch.Tensor:
         """Average the values of each anchor's positives: [P] -> [A] (``average="pair"``: [P] as they are, each
         pair one term of the reduction). The "in" form's values are per anchor already: it adds log |P(a)|."""
         if self.form == "in":
-            return pair_values + self.label_counts().to(pair_values.dtype).log()
+            return pair_values + self.positives_per_row(pair_values.dtype).log()
         if self.single or self.average == "pair":
             return pair_values
         sums = pair_values.new_zeros(self.n_rows).index_add(0, self.rows, pair_values)
-        counts = torch.bincount(self.rows, minlength=self.n_rows).to(pair_values.dtype)
-        return sums / counts
+        return sums / self.positives_per_row(pair_values.dtype)
 
 
 def _segment_lse(values: torch.Tensor, rows: torch.Tensor, n: int) -> torch.Tensor:

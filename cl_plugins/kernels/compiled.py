@@ -51,6 +51,8 @@ def maybe_compiled(fn: Callable[..., Any], enabled: bool | None = None) -> Calla
         compiled = _state["compiled"][fn] = torch.compile(fn, dynamic=True)
 
     def call(*args: Any) -> Any:
+        if _state["failed"]:  # an earlier call failed (this wrapper may outlive it within one loss call)
+            return fn(*args)
         try:
             return compiled(*args)
         except Exception as error:  # noqa: BLE001 - any backend failure: the eager map is always right

@@ -32,6 +32,7 @@ Example::
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -146,9 +147,12 @@ class DySTreSSLoss(ContrastiveLoss):
             self.record(tau_mean=lambda: total / pairs.negative_count(), tau_min=lo, tau_max=hi)
 
         profile = (self.tau_min, self.tau_max, self.profile, self.shift, self.scale)
-        with_stat = lambda s: maybe_compiled(_with_stat, self.compile_maps)(s, *profile)  # noqa: E731
-        with_derivative = lambda s: maybe_compiled(_with_derivative, self.compile_maps)(s, *profile)  # noqa: E731
-        full = lambda s: maybe_compiled(_full, self.compile_maps)(s, *profile)  # noqa: E731
+
+        def bound(form: Callable[..., Any]) -> Callable[[torch.Tensor], Any]:
+            run = maybe_compiled(form, self.compile_maps)  # chosen once per call, not per tile
+            return lambda s: run(s, *profile)
+
+        with_stat, with_derivative, full = bound(_with_stat), bound(_with_derivative), bound(_full)
         value = lambda s: s / self.temperature(s.detach() if self.detach else s)  # noqa: E731
         # with tau(sg(s)) the derivative is 1 / tau(s); the full one (detach=False) comes from autograd per tile
         if not self.detach:

@@ -79,10 +79,9 @@ class TemperatureFreeLoss(ContrastiveLoss):
         # clamp passes the gradient on [lo, hi] (bounds included), as autograd's does
         derivative = lambda s: torch.where((s >= lo) & (s <= hi), 2 / (1 - s * s), torch.zeros_like(s))  # noqa: E731
         value = lambda s: 2 * torch.atanh(self._clamped(s))  # noqa: E731
-        return LogitMap(value, with_derivative=lambda s: (value(s), derivative(s)), exp_form=self._exp_form)
-
-    def _exp_form(self, s: torch.Tensor, grad: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-        return maybe_compiled(closed_form, self.compile_maps)(s, -1 + self.eps, 1 - self.eps, grad)
+        closed = maybe_compiled(closed_form, self.compile_maps)  # chosen once per call, not per tile
+        exp_form = lambda s, grad: closed(s, lo, hi, grad)  # noqa: E731
+        return LogitMap(value, with_derivative=lambda s: (value(s), derivative(s)), exp_form=exp_form)
 
     def logits(self, sim: torch.Tensor | LazyLogits, pairs: Pairs) -> torch.Tensor | LazyLogits:
         positive = pairs.positive(sim).detach()
