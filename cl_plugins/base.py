@@ -29,6 +29,10 @@ POSITIVE_FORMS = ("out", "in", "pair")
 #: ``kernel="auto"`` streams a block from this many [A, M] entries on (a 1 GiB float32 buffer: N = 8192 in the
 #: SimCLR layout); below, the one-buffer kernel is a few percent faster on CPU (docs/benchmarks.md)
 STREAM_FROM_ELEMENTS = 1 << 28
+#: on the CPU, ``kernel="auto"`` runs a block of anchors against themselves (SimCLR's within one process) on the
+#: symmetric streaming kernel from this many entries on, where it applies: measured faster than the one-buffer kernel
+#: from N = 2048 (a [4096, 4096] block; docs/benchmarks.md)
+SYMMETRIC_STREAM_FROM_ELEMENTS = 1 << 24
 #: on a GPU, ``kernel="auto"`` runs the dense path below this many entries and streams from there; the one-buffer
 #: kernel is 3 to 15 times slower than both there (H100, docs/gpu.md: at N = 16384 in CLIP's layout, dense 30 ms,
 #: streaming 26 ms with a sixth of the memory, fused 110 to 1100 ms; at N = 4096, dense 3.7 ms, streaming 6 ms)
@@ -57,7 +61,10 @@ class ContrastiveLoss(nn.Module):
             derivative streams), ``"stream"`` (tiles recomputed in backward, no [A, M] buffer:
             :mod:`cl_plugins.kernels.streaming`), or ``"auto"`` (default: on the CPU ``"fused"`` below
             :data:`STREAM_FROM_ELEMENTS` entries, on a GPU ``"dense"`` below :data:`CUDA_STREAM_FROM_ELEMENTS`;
-            ``"stream"`` from there). Every strategy but AMCL (which has its own kernel) runs on all three.
+            ``"stream"`` from there; on the CPU a SimCLR block in one process streams from
+            :data:`SYMMETRIC_STREAM_FROM_ELEMENTS` on, each tile standing for its transpose, when its logits are
+            bounded: :mod:`cl_plugins.kernels.symmetric`). Every strategy but AMCL (which has its own kernel) runs
+            on all three.
         exclude: ``"same_label"`` removes every candidate that shares its anchor's label from the negatives
             (false-negative elimination; the positives are unchanged), given ``labels=`` [N] in each call
             (and ``queue_labels=`` [K] for ``layout="queue"``); labels are gathered with the candidates and
@@ -329,7 +336,9 @@ class ContrastiveLoss(nn.Module):
     def block_loss(self, block: PairBlock) -> torch.Tensor:
         """Per-anchor losses [A] of one block."""
         kernel = self.block_kernel(block)
-        sim = block.cosine() if kernel == "dense" else block.lazy(stream=kernel == "stream")
+        # a larger block of anchors against themselves streams by halves (kernels.symmetric) where that applies
+        symmetric = self.kernel == "auto" and kernel == "fused" and block.size >= SYMMETRIC_STREAM_FROM_ELEMENTS
+        sim = block.cosine() if kernel == "dense" else block.lazy(kernel == "stream", symmetric)
         return self.pairs_loss(sim, Pairs.from_block(block, None if self.positives is None else self.positive_form))
 
     def pairs_loss(self, sim: torch.Tensor | LazyLogits, pairs: Pairs) -> torch.Tensor:

@@ -30,6 +30,7 @@ import torch
 from .kernels.fused import NegativeLSE
 from .kernels.pairs import pair_cosines
 from .kernels.streaming import streaming_negative_lse
+from .kernels.symmetric import symmetric_negative_lse, symmetric_plan
 
 if TYPE_CHECKING:  # the layouts build LazyLogits
     from .layouts import PairBlock
@@ -51,7 +52,7 @@ class LogitMap:
     ``grad``, the softmax numerator's derivative factor) in closed form, for a map bounded enough that the
     kernels may sum ``exp(phi)`` without a running maximum (temperature-free: with r = 1 / (1 - s),
     ``exp(2 atanh s) = 2 r - 1`` and ``exp(phi) phi' = 2 r^2``: one reciprocal per pair, no transcendental
-    function).
+    function). ``exp_form`` needs ``bound``.
     """
 
     value: Callable[[torch.Tensor], torch.Tensor]
@@ -60,6 +61,9 @@ class LogitMap:
     on_stats: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], None] | None = None
     full: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor, torch.Tensor]] | None = None
     exp_form: Callable[[torch.Tensor, bool], tuple[torch.Tensor, torch.Tensor | None]] | None = None
+    #: the largest |phi(x)| over x in [-1, 1] (None: unknown); small enough, the kernels sum exp(phi) without a
+    #: running maximum (:func:`cl_plugins.kernels.streaming.sums_fit`)
+    bound: float | None = None
 
     def evaluate(self, x: torch.Tensor, want: str | None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(phi(x), the ``want``-ed companion: ``"stat"``, ``"derivative"`` or None)."""
@@ -96,6 +100,9 @@ class LazyLogits:
     positives: torch.Tensor | None = None
     scale: float | torch.Tensor = 1.0
     stream: bool = False
+    #: stream when the block's anchors are its candidates and each tile can stand for its transpose
+    #: (:mod:`cl_plugins.kernels.symmetric`), else the one-buffer kernel: ``kernel="auto"`` on larger blocks
+    stream_if_symmetric: bool = False
     logit_map: LogitMap | None = None
     bias_cols: torch.Tensor | None = None
     bias: float = 0.0
@@ -161,13 +168,28 @@ class LazyLogits:
         # with separate positives (queue) every candidate is a negative
         exclude = None if self.positives is not None else exclude_cols
         fusable = self.logit_map is None or self.logit_map.with_derivative is not None
+        options = {"ratios": tuple(ratios), "logit_map": self.logit_map, "labels": self.labels, "bound": self.bound()}
+        if self.stream or self.stream_if_symmetric or not fusable:
+            own = self.positives is None and self.anchors is self.candidates and self.bias_cols is None
+            plan = symmetric_plan(self.candidates, exclude, **options) if own else None
+            if plan is not None:
+                return symmetric_negative_lse(self.candidates, self.scale, plan)
         if self.stream or not fusable:
-            options = {"logit_map": self.logit_map, "bias_cols": self.bias_cols, "bias": self.bias,
-                       "labels": self.labels}  # fmt: skip
             anchors = self.scaled_anchors()
-            return streaming_negative_lse(anchors, self.candidates, exclude, ratios=tuple(ratios), **options)
+            return streaming_negative_lse(anchors, self.candidates, exclude, bias_cols=self.bias_cols, bias=self.bias,
+                                          **options)  # fmt: skip
         return list(NegativeLSE.apply(self.scaled_anchors(), self.candidates, exclude, tuple(ratios),
-                                       self.logit_map, self.bias_cols, self.bias, self.labels))  # fmt: skip
+                                       self.logit_map, self.bias_cols, self.bias, self.labels, options["bound"]))  # fmt: skip
+
+    def bound(self) -> float | None:
+        """The largest |logit| before a bias: the map's (of unit cosines), else |scale| times the largest anchor and
+        candidate norms (1 for unit rows; AMCL's anchors come divided by their own temperatures)."""
+        if self.logit_map is not None:
+            return self.logit_map.bound
+        with torch.no_grad():
+            norms = [x.detach().norm(dim=1).amax() for x in (self.anchors, self.candidates) if x.shape[0]]
+            scale = self.scale.detach().abs().max() if isinstance(self.scale, torch.Tensor) else abs(self.scale)
+            return float(scale * torch.stack(norms).prod())
 
 
 @dataclass

@@ -6,7 +6,7 @@ them; ``sim / tau`` on it only rescales. :class:`NegativeLSE` then computes the 
 over each anchor's negatives in one [A, M] buffer: matmul, mask, row max, ``exp`` in place,
 row sum. The buffer holds the softmax numerators that backward needs and is overwritten in
 place there, so the whole loss stores one [A, M] tensor (F.cross_entropy keeps several) and
-makes three passes over it forward and one backward.
+makes three passes over it forward and one backward; bounded logits (``streaming.sums_fit``) skip the row maximum.
 
 Extra no-grad log-sum-exps at other scales (dual temperature's tau_beta) reuse the same
 buffer before it is overwritten.
@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .streaming import CLOSED_FORM_MAX_BIAS, NegativeStats
+from . import streaming
+from .streaming import NegativeStats
 
 if TYPE_CHECKING:  # the extension types import these kernels
     pass
@@ -31,40 +32,44 @@ CHUNK_ELEMENTS = 1 << 18
 
 class NegativeLSE(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, a, c, exclude_cols, ratios, logit_map=None, bias_cols=None, bias=0.0, labels=None):  # type: ignore[override]
+    def forward(ctx, a, c, exclude_cols, ratios, logit_map=None, bias_cols=None, bias=0.0, labels=None,  # type: ignore[override]
+                bound=None):  # fmt: skip
         with torch.autocast(device_type=a.device.type, enabled=False):
-            return NegativeLSE._forward(ctx, a, c, exclude_cols, ratios, logit_map, bias_cols, bias, labels)
+            plan = streaming.make_plan(a, c, exclude_cols, ratios, logit_map, bias_cols, bias, labels, bound)
+            return NegativeLSE._forward(ctx, a, c, plan)
 
     @staticmethod
-    def _forward(ctx, a, c, exclude_cols, ratios, logit_map, bias_cols, bias, labels):  # type: ignore[no-untyped-def]
+    def _forward(ctx, a, c, plan):  # type: ignore[no-untyped-def]
+        exclude_cols, logit_map, ratios = plan.exclude, plan.logit_map, plan.ratios
         x = a @ c.T
         if exclude_cols is not None and logit_map is None:
             x.scatter_(1, exclude_cols, NEG_INF)
         n_rows = x.shape[0]
-        m = x.new_empty(n_rows, 1)
+        m = x.new_zeros(n_rows, 1)
         s = x.new_empty(n_rows, 1)
         extras = [x.new_empty(n_rows) for _ in ratios]
         stats = NegativeStats(x) if logit_map is not None and logit_map.with_stat is not None else None
-        closed = logit_map is not None and logit_map.exp_form is not None and stats is None and (
-            abs(bias) <= CLOSED_FORM_MAX_BIAS)  # fmt: skip
         # row chunks that stay in cache: max, exp and sums then cost about one pass over x
         step = max(1, CHUNK_ELEMENTS // max(1, x.shape[1]))
         for start in range(0, n_rows, step):
             rows = slice(start, start + step)
             # the chunk's same-label mask, from the two label vectors while the chunk is in cache
-            same = None if labels is None else labels[0][rows, None] == labels[1][None, :]
-            if closed:  # exp(phi) and exp(phi) phi' in closed form: no maximum, no exp
-                e, factor = _chunk_exp(x[rows], rows, exclude_cols, logit_map, bias_cols, bias, same)
-                m[rows], s[rows] = 0.0, e.sum(dim=1, keepdim=True)
+            same = None if plan.labels is None else plan.labels[0][rows, None] == plan.labels[1][None, :]
+            if plan.closed:  # exp(phi) and exp(phi) phi' in closed form: no maximum, no exp
+                e, factor = _chunk_exp(x[rows], rows, exclude_cols, logit_map, plan.bias_cols, plan.bias, same)
+                s[rows] = e.sum(dim=1, keepdim=True)
                 x[rows] = factor  # the buffer keeps exp(l - m) * phi'(x) with m = 0, all that backward needs
                 continue
-            xc, derivative = _chunk_logits(x[rows], rows, exclude_cols, logit_map, bias_cols, bias, stats, same)
-            mc = xc.amax(dim=1, keepdim=True)  # finite: every row keeps at least one negative
+            xc, derivative = _chunk_logits(x[rows], rows, exclude_cols, logit_map, plan.bias_cols, plan.bias, stats,
+                                           same)  # fmt: skip
+            # finite: every row keeps at least one negative; a bounded plan sums without it (m = 0)
+            mc = None if plan.bounded else xc.amax(dim=1, keepdim=True)
             for out, r in zip(extras, ratios):
-                out[rows] = r * mc.squeeze(1) + torch.sub(xc, mc).mul_(r).exp_().sum(dim=1).log_()
-            xc.sub_(mc).exp_()
-            m[rows] = mc
-            s[rows] = xc.sum(dim=1, keepdim=True)
+                out[rows] = _scaled_lse(xc, mc, r)
+            if mc is not None:
+                m[rows] = mc
+                xc.sub_(mc)
+            s[rows] = xc.exp_().sum(dim=1, keepdim=True)
             if derivative is not None:  # the buffer keeps exp(l - m) * phi'(x), all that backward needs
                 torch.mul(xc, derivative, out=x[rows])
         if stats is not None:
@@ -92,7 +97,14 @@ class NegativeLSE(torch.autograd.Function):
             g = x.mul_(grad[:, None] / s)  # softmax over the negatives, times the incoming gradient
             grad_a = g @ c if ctx.needs_input_grad[0] else None
             grad_c = g.T @ a if ctx.needs_input_grad[1] else None
-        return grad_a, grad_c, None, None, None, None, None, None
+        return grad_a, grad_c, None, None, None, None, None, None, None
+
+
+def _scaled_lse(x: torch.Tensor, m: torch.Tensor | None, r: float) -> torch.Tensor:
+    """LSE of each row of ``r * x`` given its maximum ``m`` [R, 1] (None: bounded, summed as they are)."""
+    if m is None:
+        return torch.mul(x, r).exp_().sum(dim=1).log_()
+    return r * m.squeeze(1) + torch.sub(x, m).mul_(r).exp_().sum(dim=1).log_()
 
 
 def _chunk_exp(x, rows, exclude_cols, logit_map, bias_cols, bias, same):  # type: ignore[no-untyped-def]

@@ -6,7 +6,10 @@ for scalar temperatures (the anchors come pre-scaled by 1/tau) and an elementwis
 strategies (DySTreSS's ``s / tau(s)``, temperature-free's ``2 atanh(s)``). The forward pass walks row blocks of
 the anchors and column tiles of the candidates, keeping a running max and sum of exponentials per row (the
 flash-attention / Inf-CL recurrence); backward recomputes each tile from the embeddings. Peak memory is
-O((A + M) D + R T) for tiles of R rows and T columns, never O(A M).
+O((A + M) D + R T) for tiles of R rows and T columns, never O(A M). Where every logit is bounded well inside the
+dtype's range (:func:`sums_fit`: a temperature above 0.015 in float32, any per-pair map of this library) the sums
+go without the running maximum, whose passes (a max, a subtraction) then cost nothing; a block of anchors against
+themselves then computes each tile once for both directions (:mod:`cl_plugins.kernels.symmetric`).
 
 Per tile, the non-negatives of a row (its positive and itself, :mod:`cl_plugins.layouts`) are set to -inf after
 ``phi``, and a per-row bias may be added to one column (SimCSE's ``hard_negative_weight``). Extra log-sum-exps at
@@ -35,8 +38,20 @@ TILE_COLUMNS = 1024
 GPU_TILE_ELEMENTS = 1 << 28
 GPU_TILE_COLUMNS = 16384
 GPU_MEMORY_SHARE = 16
-#: a hard-negative bias up to this keeps a closed-form exponential far from overflow (e^20 = 4.9e8)
-CLOSED_FORM_MAX_BIAS = 20.0
+#: distance kept from the dtype's overflow and underflow (in log space) by sums of exponentials without a maximum
+SUM_MARGIN = 8.0
+
+
+def sums_fit(bound: float | None, count: int, dtype: torch.dtype) -> bool:
+    """Whether ``count`` terms exp(l) with every |l| <= ``bound`` can be summed without a running maximum: the sum
+    stays below the dtype's largest number and every term above its smallest normal one (float32: bound + log count
+    <= 79.3, e.g. a temperature down to 0.015 at N = 65,536), so its rounding is that of the max-shifted sum. Then
+    the kernels drop the maximum's passes (a max, a subtraction)."""
+    if bound is None or not math.isfinite(bound):
+        return False
+    info = torch.finfo(dtype)
+    limit = min(math.log(info.max), -math.log(info.tiny)) - SUM_MARGIN
+    return bound + math.log(max(count, 1)) <= limit
 
 
 Pair = tuple[torch.Tensor, torch.Tensor]
@@ -49,9 +64,10 @@ class NegativeStats:
     def __init__(self, like: torch.Tensor) -> None:
         self.values = [like.new_zeros(()), like.new_full((), float("inf")), like.new_full((), NEG_INF)]
 
-    def add(self, stat: torch.Tensor, excluded: Pair, same: torch.Tensor | None = None) -> None:
+    def add(self, stat: torch.Tensor, excluded: Pair, same: torch.Tensor | None = None, weight: int = 1) -> None:
         """``stat`` of one tile [R, T], ``excluded`` the (rows, columns) of its non-negatives and ``same`` [R, T]
-        its same-label candidates (``exclude="same_label"``; may overlap ``excluded``); ``stat`` is overwritten."""
+        its same-label candidates (``exclude="same_label"``; may overlap ``excluded``); ``stat`` is overwritten.
+        ``weight``: how often the tile counts in the sum (2 for a tile that stands for its transpose too)."""
         if same is not None:
             mask = same.clone().index_put_(excluded, same.new_ones(()))
             total = stat.masked_fill(mask, 0.0).sum()
@@ -61,7 +77,7 @@ class NegativeStats:
             total = stat.sum() - stat[excluded].sum()
             low = stat.index_put_(excluded, stat.new_tensor(float("inf"))).amin()
             high = stat.index_put_(excluded, stat.new_tensor(NEG_INF)).amax()
-        self.values = [self.values[0] + total, torch.minimum(self.values[1], low), torch.maximum(self.values[2], high)]
+        self.values = [self.values[0] + weight * total, torch.minimum(self.values[1], low), torch.maximum(self.values[2], high)]
 
 
 @dataclass(frozen=True)
@@ -76,13 +92,26 @@ class _Plan:
     rows: int
     cols: int
     labels: tuple[torch.Tensor, torch.Tensor] | None = None  # (anchors' [A], candidates' [M]): same = no negative
+    bounded: bool = False  # every logit (at every ratio) small enough for sums without a maximum (:func:`sums_fit`)
 
     @property
     def closed(self) -> bool:
-        """The map's exponential has a closed form and no statistic is asked for: sums without a maximum."""
+        """Bounded, the map's exponential has a closed form and no statistic is asked for."""
         m = self.logit_map
-        plain = m is not None and m.exp_form is not None and m.with_stat is None and not self.ratios
-        return plain and abs(self.bias) <= CLOSED_FORM_MAX_BIAS
+        return self.bounded and m is not None and m.exp_form is not None and m.with_stat is None and not self.ratios
+
+
+def make_plan(anchors: torch.Tensor, candidates: torch.Tensor, exclude_cols: torch.Tensor | None,
+              ratios: tuple[float, ...], logit_map: LogitMap | None, bias_cols: torch.Tensor | None, bias: float,
+              labels: tuple[torch.Tensor, torch.Tensor] | None, bound: float | None) -> _Plan:  # fmt: skip
+    """The plan of a block; ``bound``: the largest |logit| before any bias (None: unknown, sums keep a maximum)."""
+    if ratios and logit_map is not None:
+        raise ValueError("extra scales (ratios) apply to scalar temperatures only")
+    ratios = tuple(float(r) for r in ratios)
+    largest = None if bound is None else (bound + abs(bias)) * max((1.0, *(abs(r) for r in ratios)))
+    bounded = sums_fit(largest, candidates.shape[0], anchors.dtype)
+    return _Plan(exclude_cols, bias_cols, float(bias), logit_map, ratios, anchors.shape[0], candidates.shape[0],
+                 labels, bounded)  # fmt: skip
 
 
 def tile_sizes(n_rows: int, n_cols: int, device: torch.device | None = None) -> tuple[int, int]:
@@ -141,6 +170,19 @@ def _exp_tile(a: torch.Tensor, c: torch.Tensor, r0: int, t0: int, plan: _Plan, g
     return e if same is None else e.masked_fill_(same, 0.0)
 
 
+def tile_exps(a: torch.Tensor, c: torch.Tensor, r0: int, t0: int, plan: _Plan, stats: NegativeStats | None,
+              weight: int = 1) -> list[torch.Tensor]:  # fmt: skip
+    """exp of the tile's logits, then of the logits times each ratio, 0 at the non-negatives (a bounded plan: no
+    maximum); the map's statistic into ``stats``, counted ``weight`` times in its sum."""
+    if plan.closed:
+        return [_exp_tile(a, c, r0, t0, plan, False)]
+    tile = _tile(a, c, r0, t0, plan, "stat")
+    if stats is not None:
+        stats.add(tile.companion, tile.excluded, tile.same, weight)
+    extras = [torch.mul(tile.logits, r).exp_() for r in plan.ratios]
+    return [tile.logits.exp_(), *extras]
+
+
 def _tile(a: torch.Tensor, c: torch.Tensor, r0: int, t0: int, plan: _Plan, want: str | None = None) -> _Tile:
     """Rows ``r0:`` of ``a`` against the candidate tile ``c`` starting at column ``t0``."""
     x = a @ c.T
@@ -158,10 +200,12 @@ def _row_block_forward(a: torch.Tensor, c: torch.Tensor, r0: int, width: int, pl
                        stats: NegativeStats | None) -> list[torch.Tensor]:  # fmt: skip
     """[lse, extras...] of one row block, streaming over column tiles (the map's statistic into ``stats``)."""
     n = a.shape[0]
-    if plan.closed:  # exp(phi) in closed form and bounded: plain sums, no running maximum
-        tiles = range(0, plan.cols, width)
-        total = sum(_exp_tile(a, c[t0 : t0 + width], r0, t0, plan, False).sum(dim=1) for t0 in tiles)
-        return [total.log()]
+    if plan.bounded:  # plain sums, no running maximum
+        sums = [a.new_zeros(n) for _ in (1.0, *plan.ratios)]
+        for t0 in range(0, plan.cols, width):
+            for total, e in zip(sums, tile_exps(a, c[t0 : t0 + width], r0, t0, plan, stats)):
+                total += e.sum(dim=1)
+        return [total.log_() for total in sums]
     m = a.new_full((n,), NEG_INF)
     s = a.new_zeros(n)
     extra_sums = [a.new_zeros(n) for _ in plan.ratios]
@@ -248,6 +292,7 @@ def streaming_negative_lse(
     bias_cols: torch.Tensor | None = None,
     bias: float = 0.0,
     labels: tuple[torch.Tensor, torch.Tensor] | None = None,
+    bound: float | None = None,
 ) -> list[torch.Tensor]:
     """LSE over each anchor's negatives of ``phi(anchors @ candidates.T)`` [A], then (no grad) at ``r *`` the
     logits for each ratio r. ``labels`` (anchors' [A], candidates' [M]): a candidate of its anchor's label is no
@@ -256,10 +301,8 @@ def streaming_negative_lse(
     Shapes:
         anchors: [A, D] (pre-scaled by 1/tau for a scalar temperature); candidates: [M, D];
         exclude_cols: [A, k] columns that are not negatives; bias_cols: [A] one column per row that gets
-        ``bias`` added to its logit. Returns ``1 + len(ratios)`` tensors [A].
+        ``bias`` added to its logit; ``bound``: the largest |logit| before the bias (1 / tau for unit rows), which
+        lets the sums go without a running maximum (:func:`sums_fit`). Returns ``1 + len(ratios)`` tensors [A].
     """
-    if ratios and logit_map is not None:
-        raise ValueError("extra scales (ratios) apply to scalar temperatures only")
-    plan = _Plan(exclude_cols, bias_cols, float(bias), logit_map, tuple(float(r) for r in ratios),
-                 anchors.shape[0], candidates.shape[0], labels)  # fmt: skip
+    plan = make_plan(anchors, candidates, exclude_cols, ratios, logit_map, bias_cols, bias, labels, bound)
     return list(_StreamingNegativeLSE.apply(anchors, candidates, plan))

@@ -155,9 +155,10 @@ class DySTreSSLoss(ContrastiveLoss):
         with_stat, with_derivative, full = bound(_with_stat), bound(_with_derivative), bound(_full)
         value = lambda s: s / self.temperature(s.detach() if self.detach else s)  # noqa: E731
         # with tau(sg(s)) the derivative is 1 / tau(s); the full one (detach=False) comes from autograd per tile
+        bound = 1.0 / self.tau_min  # |s / tau(s)| with |s| <= 1 and tau >= tau_min
         if not self.detach:
-            return LogitMap(value, with_stat=with_stat, on_stats=on_stats)
-        return LogitMap(value, with_derivative, with_stat, on_stats, full)
+            return LogitMap(value, with_stat=with_stat, on_stats=on_stats, bound=bound)
+        return LogitMap(value, with_derivative, with_stat, on_stats, full, bound=bound)
 
     def logits(self, sim: torch.Tensor | LazyLogits, pairs: Pairs) -> torch.Tensor | LazyLogits:
         if isinstance(sim, LazyLogits):

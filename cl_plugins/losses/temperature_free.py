@@ -20,6 +20,7 @@ Example::
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -81,7 +82,8 @@ class TemperatureFreeLoss(ContrastiveLoss):
         value = lambda s: 2 * torch.atanh(self._clamped(s))  # noqa: E731
         closed = maybe_compiled(closed_form, self.compile_maps)  # chosen once per call, not per tile
         exp_form = lambda s, grad: closed(s, lo, hi, grad)  # noqa: E731
-        return LogitMap(value, with_derivative=lambda s: (value(s), derivative(s)), exp_form=exp_form)
+        bound = math.log((2 - self.eps) / self.eps)  # 2 atanh(1 - eps)
+        return LogitMap(value, with_derivative=lambda s: (value(s), derivative(s)), exp_form=exp_form, bound=bound)
 
     def logits(self, sim: torch.Tensor | LazyLogits, pairs: Pairs) -> torch.Tensor | LazyLogits:
         positive = pairs.positive(sim).detach()

@@ -1,0 +1,126 @@
+"""The streaming kernel for a block whose candidates are its anchors (SimCLR's [2N, 2N] within one process).
+
+There the logits ``l_ij = phi(k u_i . u_j)`` are symmetric (``k`` = 1 / tau, or 1 under a per-pair map), and so are
+the non-negatives (each row's own column and its partner's) and the same-label masks. Each off-diagonal tile
+``(I, J)``, ``I < J``, is computed once for both directions: its row sums go to the rows ``I``, its column sums to
+the rows ``J``. Backward, the two directions' gradients of a tile are one matrix,
+
+    S_ij = dL/dl_ij + dL/dl_ji = e_ij phi'_ij (v_i + v_j),    v_i = g_i exp(-LSE_i),
+
+so ``dL/du = k S u`` takes two products per unordered tile where two per ordered tile were needed: the products
+and the exponentials of the whole loss are halved. The sums go without a running maximum (a maximum over the
+columns would need a second pass), so this applies to bounded plans (:func:`cl_plugins.kernels.streaming.sums_fit`);
+any other block runs :func:`cl_plugins.kernels.streaming.streaming_negative_lse`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from .streaming import NegativeStats, _exp_tile, _Plan, _through_map, _tile, make_plan, tile_exps, tile_sizes
+
+if TYPE_CHECKING:  # the extension types import these kernels
+    from ..extension import LogitMap
+
+
+def is_symmetric(exclude_cols: torch.Tensor | None, labels: tuple[torch.Tensor, torch.Tensor] | None) -> bool:
+    """Whether the non-negatives of a block of anchors against themselves are symmetric: column j excluded from
+    row i exactly when i is from j, and the anchors' labels the candidates' (O(A k^2), no [A, A] mask)."""
+    if labels is not None and not torch.equal(labels[0], labels[1]):
+        return False
+    if exclude_cols is None:
+        return True
+    rows = torch.arange(exclude_cols.shape[0], device=exclude_cols.device)
+    return bool((exclude_cols[exclude_cols] == rows[:, None, None]).any(dim=2).all())
+
+
+def symmetric_plan(
+    units: torch.Tensor,
+    exclude_cols: torch.Tensor | None = None,
+    *,
+    ratios: tuple[float, ...] = (),
+    logit_map: LogitMap | None = None,
+    labels: tuple[torch.Tensor, torch.Tensor] | None = None,
+    bound: float | None = None,
+) -> _Plan | None:
+    """The plan of ``units`` against themselves if each tile may stand for its transpose (bounded sums, symmetric
+    exclusions), else None (then :func:`~cl_plugins.kernels.streaming.streaming_negative_lse` or the one-buffer
+    kernel applies)."""
+    plan = make_plan(units, units, exclude_cols, ratios, logit_map, None, 0.0, labels, bound)
+    return plan if plan.bounded and is_symmetric(exclude_cols, labels) else None
+
+
+def symmetric_negative_lse(units: torch.Tensor, scale: float | torch.Tensor, plan: _Plan) -> list[torch.Tensor]:
+    """:func:`~cl_plugins.kernels.streaming.streaming_negative_lse` of ``scale * units`` against ``units`` under
+    ``plan`` (:func:`symmetric_plan`), each tile computed once for both directions.
+
+    Shapes:
+        units: [A, D] unit rows; scale: a float or a 0-dim tensor (a learnable 1 / tau gets its gradient).
+        Returns ``1 + len(ratios)`` tensors [A].
+    """
+    if not isinstance(scale, torch.Tensor):
+        scale = units.new_tensor(float(scale))
+    return list(_SymmetricNegativeLSE.apply(units, scale, plan))
+
+
+def _side(plan: _Plan, device: torch.device) -> int:
+    return min(tile_sizes(plan.rows, plan.cols, device))
+
+
+class _SymmetricNegativeLSE(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, u, scale, plan):  # type: ignore[override]
+        with torch.autocast(device_type=u.device.type, enabled=False), torch.no_grad():
+            a, side = u * scale.to(u.dtype), _side(plan, u.device)
+            stats = NegativeStats(u) if plan.logit_map is not None and plan.logit_map.with_stat is not None else None
+            sums = [u.new_zeros(plan.rows) for _ in (1.0, *plan.ratios)]
+            for r0 in range(0, plan.rows, side):
+                for t0 in range(r0, plan.rows, side):
+                    exps = tile_exps(a[r0 : r0 + side], u[t0 : t0 + side], r0, t0, plan, stats, 1 if t0 == r0 else 2)
+                    for total, e in zip(sums, exps):
+                        total[r0 : r0 + side] += e.sum(dim=1)
+                        if t0 != r0:  # the transposed tile: its rows are this tile's columns
+                            total[t0 : t0 + side] += e.sum(dim=0)
+            if stats is not None:
+                plan.logit_map.on_stats(*stats.values)
+            outs = [total.log_() for total in sums]
+        ctx.save_for_backward(u, scale, outs[0])
+        ctx.plan = plan
+        ctx.mark_non_differentiable(*outs[1:])
+        return tuple(outs)
+
+    @staticmethod
+    def backward(ctx, grad, *unused):  # type: ignore[override]
+        if torch.is_grad_enabled():
+            raise RuntimeError(
+                "the streaming loss kernel has no second derivative (create_graph=True, e.g. a gradient penalty); "
+                "build the loss with kernel='dense' for that"
+            )
+        u, scale, lse = ctx.saved_tensors
+        plan: _Plan = ctx.plan
+        with torch.autocast(device_type=u.device.type, enabled=False):
+            a, side = u * scale.to(u.dtype), _side(plan, u.device)
+            v = grad * torch.exp(-lse)  # dL/dl_ij = e_ij v_i for the row direction
+            out = torch.zeros_like(u)  # S u, with S the symmetrised dL/dx
+            for r0 in range(0, plan.rows, side):
+                for t0 in range(r0, plan.rows, side):
+                    weight = v[r0 : r0 + side, None] + v[None, t0 : t0 + side]
+                    g = _pair_gradient(a[r0 : r0 + side], u[t0 : t0 + side], r0, t0, plan, weight)
+                    out[r0 : r0 + side].addmm_(g, u[t0 : t0 + side])
+                    if t0 != r0:
+                        out[t0 : t0 + side].addmm_(g.T, u[r0 : r0 + side])
+            grad_u = out * scale.to(u.dtype) if ctx.needs_input_grad[0] else None
+            # x = k u u^T: dL/dk = sum_ij G_ij u_i . u_j = (S u) . u / 2
+            grad_scale = (out * u).sum().div_(2).to(scale.dtype) if ctx.needs_input_grad[1] else None
+        return grad_u, grad_scale, None
+
+
+def _pair_gradient(a: torch.Tensor, c: torch.Tensor, r0: int, t0: int, plan: _Plan, weight: torch.Tensor) -> torch.Tensor:
+    """S of one tile: exp(l) phi' times ``weight`` (v_i + v_j), 0 at the non-negatives, with respect to x."""
+    if plan.closed:
+        return _exp_tile(a, c, r0, t0, plan, True).mul_(weight)
+    tile = _tile(a, c, r0, t0, plan, "derivative")
+    g = tile.logits.exp_().mul_(weight)
+    return g.mul_(tile.companion) if tile.companion is not None else _through_map(g, tile.x, plan.logit_map)
