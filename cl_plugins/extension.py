@@ -178,8 +178,8 @@ class LazyLogits:
             anchors = self.scaled_anchors()
             return streaming_negative_lse(anchors, self.candidates, exclude, bias_cols=self.bias_cols, bias=self.bias,
                                           **options)  # fmt: skip
-        return list(NegativeLSE.apply(self.scaled_anchors(), self.candidates, exclude, tuple(ratios),
-                                       self.logit_map, self.bias_cols, self.bias, self.labels, options["bound"]))  # fmt: skip
+        return list(NegativeLSE.apply(self.scaled_anchors(), self.candidates, exclude, tuple(ratios), self.logit_map,
+                                      self.bias_cols, self.bias, self.labels, options["bound"]))  # fmt: skip
 
     def bound(self) -> float | None:
         """The largest |logit| before a bias: the map's (of unit cosines), else |scale| times the largest anchor and

@@ -77,7 +77,8 @@ class NegativeStats:
             total = stat.sum() - stat[excluded].sum()
             low = stat.index_put_(excluded, stat.new_tensor(float("inf"))).amin()
             high = stat.index_put_(excluded, stat.new_tensor(NEG_INF)).amax()
-        self.values = [self.values[0] + weight * total, torch.minimum(self.values[1], low), torch.maximum(self.values[2], high)]
+        low, high = torch.minimum(self.values[1], low), torch.maximum(self.values[2], high)
+        self.values = [self.values[0] + weight * total, low, high]
 
 
 @dataclass(frozen=True)

@@ -117,7 +117,8 @@ class _SymmetricNegativeLSE(torch.autograd.Function):
         return grad_u, grad_scale, None
 
 
-def _pair_gradient(a: torch.Tensor, c: torch.Tensor, r0: int, t0: int, plan: _Plan, weight: torch.Tensor) -> torch.Tensor:
+def _pair_gradient(a: torch.Tensor, c: torch.Tensor, r0: int, t0: int, plan: _Plan,
+                   weight: torch.Tensor) -> torch.Tensor:  # fmt: skip
     """S of one tile: exp(l) phi' times ``weight`` (v_i + v_j), 0 at the non-negatives, with respect to x."""
     if plan.closed:
         return _exp_tile(a, c, r0, t0, plan, True).mul_(weight)
