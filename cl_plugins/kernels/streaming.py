@@ -225,29 +225,44 @@ def _row_block_forward(a: torch.Tensor, c: torch.Tensor, r0: int, width: int, pl
     return [m + s.log()] + [r * m + e.log() for r, e in zip(plan.ratios, extra_sums)]
 
 
+def plan_stats(plan: _Plan, like: torch.Tensor) -> NegativeStats | None:
+    """Accumulators for the map's statistic, if it has one."""
+    return NegativeStats(like) if plan.logit_map is not None and plan.logit_map.with_stat is not None else None
+
+
+def finish_forward(ctx, plan: _Plan, stats: NegativeStats | None, outs: list[torch.Tensor],  # type: ignore[no-untyped-def]
+                   *saved: torch.Tensor) -> tuple[torch.Tensor, ...]:  # fmt: skip
+    """Report the statistics, save ``saved`` and the LSE (``outs[0]``) for backward; the extra LSEs have no grad."""
+    if stats is not None:
+        plan.logit_map.on_stats(*stats.values)
+    ctx.save_for_backward(*saved, outs[0])
+    ctx.plan = plan
+    ctx.mark_non_differentiable(*outs[1:])
+    return tuple(outs)
+
+
+def refuse_second_derivative() -> None:
+    if torch.is_grad_enabled():
+        raise RuntimeError(
+            "the streaming loss kernel has no second derivative (create_graph=True, e.g. a gradient penalty); "
+            "build the loss with kernel='dense' for that"
+        )
+
+
 class _StreamingNegativeLSE(torch.autograd.Function):
     @staticmethod
     def forward(ctx, a, c, plan):  # type: ignore[override]
         with torch.autocast(device_type=a.device.type, enabled=False), torch.no_grad():
             rows, width = tile_sizes(plan.rows, plan.cols, a.device)
-            stats = NegativeStats(a) if plan.logit_map is not None and plan.logit_map.with_stat is not None else None
+            stats = plan_stats(plan, a)
             parts = [_row_block_forward(a[r0 : r0 + rows], c, r0, width, plan, stats)
                      for r0 in range(0, plan.rows, rows)]  # fmt: skip
             outs = [torch.cat(column) for column in zip(*parts)]
-            if stats is not None:
-                plan.logit_map.on_stats(*stats.values)
-        ctx.save_for_backward(a, c, outs[0])
-        ctx.plan = plan
-        ctx.mark_non_differentiable(*outs[1:])
-        return tuple(outs)
+        return finish_forward(ctx, plan, stats, outs, a, c)
 
     @staticmethod
     def backward(ctx, grad, *unused):  # type: ignore[override]
-        if torch.is_grad_enabled():
-            raise RuntimeError(
-                "the streaming loss kernel has no second derivative (create_graph=True, e.g. a gradient penalty); "
-                "build the loss with kernel='dense' for that"
-            )
+        refuse_second_derivative()
         a, c, lse = ctx.saved_tensors
         plan: _Plan = ctx.plan
         with torch.autocast(device_type=a.device.type, enabled=False):

@@ -19,7 +19,18 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .streaming import NegativeStats, _exp_tile, _Plan, _through_map, _tile, make_plan, tile_exps, tile_sizes
+from .streaming import (
+    _exp_tile,
+    _Plan,
+    _through_map,
+    _tile,
+    finish_forward,
+    make_plan,
+    plan_stats,
+    refuse_second_derivative,
+    tile_exps,
+    tile_sizes,
+)
 
 if TYPE_CHECKING:  # the extension types import these kernels
     from ..extension import LogitMap
@@ -74,7 +85,7 @@ class _SymmetricNegativeLSE(torch.autograd.Function):
     def forward(ctx, u, scale, plan):  # type: ignore[override]
         with torch.autocast(device_type=u.device.type, enabled=False), torch.no_grad():
             a, side = u * scale.to(u.dtype), _side(plan, u.device)
-            stats = NegativeStats(u) if plan.logit_map is not None and plan.logit_map.with_stat is not None else None
+            stats = plan_stats(plan, u)
             sums = [u.new_zeros(plan.rows) for _ in (1.0, *plan.ratios)]
             for r0 in range(0, plan.rows, side):
                 for t0 in range(r0, plan.rows, side):
@@ -83,21 +94,11 @@ class _SymmetricNegativeLSE(torch.autograd.Function):
                         total[r0 : r0 + side] += e.sum(dim=1)
                         if t0 != r0:  # the transposed tile: its rows are this tile's columns
                             total[t0 : t0 + side] += e.sum(dim=0)
-            if stats is not None:
-                plan.logit_map.on_stats(*stats.values)
-            outs = [total.log_() for total in sums]
-        ctx.save_for_backward(u, scale, outs[0])
-        ctx.plan = plan
-        ctx.mark_non_differentiable(*outs[1:])
-        return tuple(outs)
+        return finish_forward(ctx, plan, stats, [total.log_() for total in sums], u, scale)
 
     @staticmethod
     def backward(ctx, grad, *unused):  # type: ignore[override]
-        if torch.is_grad_enabled():
-            raise RuntimeError(
-                "the streaming loss kernel has no second derivative (create_graph=True, e.g. a gradient penalty); "
-                "build the loss with kernel='dense' for that"
-            )
+        refuse_second_derivative()
         u, scale, lse = ctx.saved_tensors
         plan: _Plan = ctx.plan
         with torch.autocast(device_type=u.device.type, enabled=False):
