@@ -88,7 +88,9 @@ class ContrastiveLoss(nn.Module):
             the kernel's.
         compile_maps: run a per-pair strategy's map (DySTreSS, temperature-free) compiled into one loop with
             ``torch.compile`` (:mod:`cl_plugins.kernels.compiled`: the same values; the first call compiles, for
-            seconds to a minute). None: as ``$CL_PLUGINS_COMPILE`` says (default: None, i.e. eager).
+            seconds to a minute); where the sums need no maximum the kernels compile each whole tile or row chunk
+            (map, masks, exp, sums, statistics; :mod:`cl_plugins.kernels.tiles`). None: as ``$CL_PLUGINS_COMPILE``
+            says (default: None, i.e. eager).
 
     Distributed semantics (``forward`` with ``gather_distributed=True``): the returned value is
     the loss of the global batch on every rank, and its gradient is scaled so that DDP's

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -64,6 +64,10 @@ class LogitMap:
     #: the largest |phi(x)| over x in [-1, 1] (None: unknown); small enough, the kernels sum exp(phi) without a
     #: running maximum (:func:`cl_plugins.kernels.streaming.sums_fit`)
     bound: float | None = None
+    #: ``(form, args)``: the whole-tile form of :mod:`cl_plugins.kernels.tiles`, ``form(x, *args, grad) ->
+    #: (exp(phi), exp(phi) phi' or None, stat or None)``; set when the map is compiled, and then the streaming kernels
+    #: compile each whole tile
+    tile_form: tuple[Callable[..., Any], tuple[Any, ...]] | None = None
 
     def evaluate(self, x: torch.Tensor, want: str | None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(phi(x), the ``want``-ed companion: ``"stat"``, ``"derivative"`` or None)."""

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 import cl_plugins as clp
-from cl_plugins.kernels import compiled
+from cl_plugins.kernels import compiled, fused, streaming, symmetric
+from cl_plugins.kernels.tiles import chunk_forward
 from cl_plugins.losses.temperature_free import closed_form
 
 CASES = [
@@ -44,6 +45,41 @@ def test_compiled_maps_equal_the_eager_ones(name, kwargs, kernel, restore):
         compiled.set_compile(True)
         ours, ours_stats = _loss_and_grads(name, kwargs, kernel, dtype)
         assert not compiled._state["failed"], "torch.compile is unavailable here"
+        for a, b in zip(ours, eager):
+            torch.testing.assert_close(a, b, rtol=tol, atol=tol)
+        assert ours_stats.keys() == eager_stats.keys()
+        for key in eager_stats:
+            assert ours_stats[key] == pytest.approx(eager_stats[key], rel=tol)
+
+
+@pytest.mark.parametrize("kernel", ["stream", "fused"])
+@pytest.mark.parametrize("layout", ["simclr", "cross_view"])
+@pytest.mark.parametrize("labelled", [False, True], ids=["unlabelled", "same_label"])
+@pytest.mark.parametrize(("name", "kwargs"), CASES)
+def test_whole_tiles_compiled_equal_the_eager_ones(name, kwargs, layout, labelled, kernel, restore, monkeypatch):
+    """The kernels compile whole tiles (map, masks, exp, sums, statistics; the gradient backward): the symmetric
+    SimCLR kernel and the plain streaming one over tiles that do not divide the block, the one-buffer kernel over
+    row chunks."""
+    small = lambda rows, cols, device=None: (min(rows, 5), min(cols, 5))  # noqa: E731
+    monkeypatch.setattr(streaming, "tile_sizes", small)
+    monkeypatch.setattr(symmetric, "tile_sizes", small)
+    monkeypatch.setattr(fused, "CHUNK_ELEMENTS", 50)
+    used: list[str] = []
+    original = compiled.maybe_compiled
+    for module in (streaming, fused):
+        monkeypatch.setattr(module, "maybe_compiled", lambda fn, on=None: used.append(fn.__name__) or original(fn, on))
+    expected = {"forward_sums", "gradient_tile"} if kernel == "stream" else {"chunk_forward"}
+    options = {**kwargs, "layout": layout, **({"exclude": "same_label"} if labelled else {})}
+    labels = torch.arange(12) % 4 if labelled else None
+    for dtype, tol in ((torch.float64, 1e-12), (torch.float32, 1e-5)):  # float32: the kernel tests' tolerance
+        compiled.set_compile(False)
+        eager, eager_stats = _loss_and_grads(name, options, kernel, dtype, labels)
+        assert not used
+        compiled.set_compile(True)
+        ours, ours_stats = _loss_and_grads(name, options, kernel, dtype, labels)
+        assert not compiled._state["failed"], "torch.compile is unavailable here"
+        assert set(used) == expected
+        used.clear()
         for a, b in zip(ours, eager):
             torch.testing.assert_close(a, b, rtol=tol, atol=tol)
         assert ours_stats.keys() == eager_stats.keys()
@@ -94,4 +130,4 @@ def test_a_loss_can_ask_for_its_own_choice(restore):
     assert not compiled._state["compiled"]
     compiled.set_compile(False)
     _loss_and_grads("temperature_free", {"compile_maps": True}, "fused", torch.float64)
-    assert list(compiled._state["compiled"]) == [closed_form]
+    assert set(compiled._state["compiled"]) == {closed_form, chunk_forward}  # the map, and the fused kernel's chunk

@@ -6,7 +6,9 @@ statistic) is several elementwise operations over each tile of the [A, M] simila
 its own over the tile, and on a CPU those passes, not their arithmetic, set the time. ``torch.compile`` (inductor)
 turns the map into one fused loop (C++ on a CPU, Triton on a GPU) that reads the tile once and writes its outputs
 once. The kernels of :mod:`cl_plugins.kernels` then run the compiled map where they ran the eager one: the same
-values to rounding (tested), the same masks, reductions and gradients around it.
+values to rounding (tested), the same masks, reductions and gradients around it. Where the sums need no maximum, the
+streaming kernels compile the whole tile instead: map, masks, ``exp``, sums and statistics forward, the softmax
+gradient backward (:mod:`cl_plugins.kernels.tiles`).
 
 Off by default: the first call compiles (seconds to a minute, once per process and dtype: shapes are dynamic),
 which a short script or a test does not win back. Where compilation is unavailable (no C++ compiler, an
@@ -41,10 +43,15 @@ def compile_enabled() -> bool:
     return os.environ.get(ENV, "0").strip().lower() in ("1", "true", "yes")
 
 
+def resolve(enabled: bool | None) -> bool:
+    """A loss's ``compile_maps`` (None: :func:`compile_enabled`), False for good once a compilation has failed."""
+    return not _state["failed"] and (compile_enabled() if enabled is None else bool(enabled))
+
+
 def maybe_compiled(fn: Callable[..., Any], enabled: bool | None = None) -> Callable[..., Any]:
     """``fn`` compiled (dynamic shapes) when ``enabled`` (a loss's ``compile_maps``; None: :func:`compile_enabled`),
     else ``fn``; a compilation that fails falls back to ``fn`` for good, with one warning."""
-    if _state["failed"] or not (compile_enabled() if enabled is None else enabled):
+    if not resolve(enabled):
         return fn
     compiled = _state["compiled"].get(fn)
     if compiled is None:

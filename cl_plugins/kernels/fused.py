@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING
 import torch
 
 from . import streaming
+from .compiled import maybe_compiled
 from .streaming import NegativeStats
+from .tiles import chunk_forward
 
 if TYPE_CHECKING:  # the extension types import these kernels
     pass
@@ -55,6 +57,9 @@ class NegativeLSE(torch.autograd.Function):
             rows = slice(start, start + step)
             # the chunk's same-label mask, from the two label vectors while the chunk is in cache
             same = None if plan.labels is None else plan.labels[0][rows, None] == plan.labels[1][None, :]
+            if plan.tile_form is not None:  # compiled: map, masks, exp, sums and statistics in one loop
+                s[rows] = _compiled_chunk(x[rows], rows, plan, stats)
+                continue
             if plan.closed:  # exp(phi) and exp(phi) phi' in closed form: no maximum, no exp
                 e, factor = _chunk_exp(x[rows], rows, exclude_cols, logit_map, plan.bias_cols, plan.bias, same)
                 s[rows] = e.sum(dim=1, keepdim=True)
@@ -98,6 +103,19 @@ class NegativeLSE(torch.autograd.Function):
             grad_a = g @ c if ctx.needs_input_grad[0] else None
             grad_c = g.T @ a if ctx.needs_input_grad[1] else None
         return grad_a, grad_c, None, None, None, None, None, None, None
+
+
+def _compiled_chunk(x: torch.Tensor, rows: slice, plan: streaming._Plan, stats: NegativeStats | None) -> torch.Tensor:
+    """Row sums [R, 1] of the chunk ``x`` (a view of the buffer, left holding exp(l) phi') through
+    :func:`cl_plugins.kernels.tiles.chunk_forward`; the non-negatives go in as NaN."""
+    if plan.exclude is not None:
+        x.scatter_(1, plan.exclude[rows], math.nan)
+    labels = (None, None) if plan.labels is None else (plan.labels[0][rows], plan.labels[1])
+    assert plan.tile_form is not None
+    sums, summary = maybe_compiled(chunk_forward, True)(x, *labels, *plan.tile_form)
+    if stats is not None and summary is not None:
+        stats.merge(*summary)
+    return sums[:, None]
 
 
 def _scaled_lse(x: torch.Tensor, m: torch.Tensor | None, r: float) -> torch.Tensor:

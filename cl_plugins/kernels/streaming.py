@@ -20,10 +20,14 @@ the sum, min and max of a statistic over the negatives (DySTreSS's tau).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+from .compiled import maybe_compiled
+from .tiles import forward_sums, gradient_tile
 
 if TYPE_CHECKING:  # the extension types import these kernels
     from ..extension import LogitMap
@@ -64,6 +68,11 @@ class NegativeStats:
     def __init__(self, like: torch.Tensor) -> None:
         self.values = [like.new_zeros(()), like.new_full((), float("inf")), like.new_full((), NEG_INF)]
 
+    def merge(self, total: torch.Tensor, low: torch.Tensor, high: torch.Tensor, weight: int = 1) -> None:
+        """A tile's (sum, min, max) over its negatives, its sum counted ``weight`` times."""
+        low, high = torch.minimum(self.values[1], low), torch.maximum(self.values[2], high)
+        self.values = [self.values[0] + weight * total, low, high]
+
     def add(self, stat: torch.Tensor, excluded: Pair, same: torch.Tensor | None = None, weight: int = 1) -> None:
         """``stat`` of one tile [R, T], ``excluded`` the (rows, columns) of its non-negatives and ``same`` [R, T]
         its same-label candidates (``exclude="same_label"``; may overlap ``excluded``); ``stat`` is overwritten.
@@ -77,8 +86,7 @@ class NegativeStats:
             total = stat.sum() - stat[excluded].sum()
             low = stat.index_put_(excluded, stat.new_tensor(float("inf"))).amin()
             high = stat.index_put_(excluded, stat.new_tensor(NEG_INF)).amax()
-        low, high = torch.minimum(self.values[1], low), torch.maximum(self.values[2], high)
-        self.values = [self.values[0] + weight * total, low, high]
+        self.merge(total, low, high, weight)
 
 
 @dataclass(frozen=True)
@@ -94,6 +102,14 @@ class _Plan:
     cols: int
     labels: tuple[torch.Tensor, torch.Tensor] | None = None  # (anchors' [A], candidates' [M]): same = no negative
     bounded: bool = False  # every logit (at every ratio) small enough for sums without a maximum (:func:`sums_fit`)
+
+    @property
+    def tile_form(self) -> tuple[Callable[..., Any], tuple[Any, ...]] | None:
+        """The map's whole-tile form (:mod:`cl_plugins.kernels.tiles`; set when compiling) where it applies: a
+        bounded plan without a bias or extra scales."""
+        m = self.logit_map
+        usable = self.bounded and self.bias_cols is None and not self.ratios
+        return m.tile_form if usable and m is not None else None
 
     @property
     def closed(self) -> bool:
@@ -136,7 +152,8 @@ class _Tile:
     same: torch.Tensor | None = None  # [R, T] the tile's same-label candidates (also no negatives)
 
 
-def _locate(x: torch.Tensor, r0: int, t0: int, plan: _Plan) -> tuple[Pair | None, Pair, torch.Tensor | None]:
+def _locate(x: torch.Tensor, r0: int, t0: int, plan: _Plan,
+            with_same: bool = True) -> tuple[Pair | None, Pair, torch.Tensor | None]:  # fmt: skip
     """Where the tile ``x`` (rows ``r0:``, columns ``t0:``) holds special entries, in tile coordinates: (each
     row's biased hard negative, or None when none falls in it; the non-negatives; the same-label candidates
     [R, T] or None). From the [A] and [M] vectors of the plan: never an [A, M] mask."""
@@ -152,7 +169,7 @@ def _locate(x: torch.Tensor, r0: int, t0: int, plan: _Plan) -> tuple[Pair | None
         rows, k = ((local >= 0) & (local < width)).nonzero(as_tuple=True)
         excluded = (rows, local[rows, k])
     same = None
-    if plan.labels is not None:
+    if plan.labels is not None and with_same:
         same = plan.labels[0][r0 : r0 + n_rows, None] == plan.labels[1][None, t0 : t0 + width]
     return biased, excluded, same
 
@@ -169,6 +186,48 @@ def _exp_tile(a: torch.Tensor, c: torch.Tensor, r0: int, t0: int, plan: _Plan, g
         e[biased] *= math.exp(plan.bias)
     e.index_put_(excluded, e.new_zeros(()))
     return e if same is None else e.masked_fill_(same, 0.0)
+
+
+def tile_sums(a: torch.Tensor, c: torch.Tensor, r0: int, t0: int, plan: _Plan, stats: NegativeStats | None,
+              weight: int = 1, columns: bool = False) -> list[tuple[torch.Tensor, torch.Tensor | None]]:  # fmt: skip
+    """(row sums [R], column sums [T] if ``columns``) of exp(logits) over the tile's negatives, then of exp(r *
+    logits) for each ratio (a bounded plan: no maximum); the map's statistic into ``stats``, ``weight`` times."""
+    if plan.tile_form is not None:
+        x, row_labels, col_labels = _marked_tile(a, c, r0, t0, plan)
+        run = maybe_compiled(forward_sums, True)
+        rows, cols, summary = run(x, row_labels, col_labels, *plan.tile_form, columns)
+        if stats is not None and summary is not None:
+            stats.merge(*summary, weight)
+        return [(rows, cols)]
+    exps = tile_exps(a, c, r0, t0, plan, stats, weight)
+    return [(e.sum(dim=1), e.sum(dim=0) if columns else None) for e in exps]
+
+
+def _marked_tile(a: torch.Tensor, c: torch.Tensor, r0: int, t0: int,
+                 plan: _Plan) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:  # fmt: skip
+    """(the tile's cosines with NaN at its non-negatives, its rows' labels, its columns' labels) for
+    :mod:`cl_plugins.kernels.tiles`."""
+    x = a @ c.T
+    _, excluded, _ = _locate(x, r0, t0, plan, with_same=False)
+    x.index_put_(excluded, x.new_tensor(math.nan))
+    if plan.labels is None:
+        return x, None, None
+    return x, plan.labels[0][r0 : r0 + x.shape[0]], plan.labels[1][t0 : t0 + x.shape[1]]
+
+
+def tile_gradient(a: torch.Tensor, c: torch.Tensor, r0: int, t0: int, plan: _Plan, v_rows: torch.Tensor,
+                  v_cols: torch.Tensor | None) -> torch.Tensor:  # fmt: skip
+    """dL/dx of a bounded tile: exp(l) phi' (v_i, or v_i + v_j when it stands for its transpose too), 0 at the
+    non-negatives; ``v`` = the incoming gradient times exp(-LSE)."""
+    if plan.tile_form is not None:
+        x, row_labels, col_labels = _marked_tile(a, c, r0, t0, plan)
+        return maybe_compiled(gradient_tile, True)(x, row_labels, col_labels, *plan.tile_form, v_rows, v_cols)
+    weight = v_rows[:, None] if v_cols is None else v_rows[:, None] + v_cols[None, :]
+    if plan.closed:
+        return _exp_tile(a, c, r0, t0, plan, True).mul_(weight)
+    tile = _tile(a, c, r0, t0, plan, "derivative")
+    g = tile.logits.exp_().mul_(weight)
+    return g.mul_(tile.companion) if tile.companion is not None else _through_map(g, tile.x, plan.logit_map)
 
 
 def tile_exps(a: torch.Tensor, c: torch.Tensor, r0: int, t0: int, plan: _Plan, stats: NegativeStats | None,
@@ -204,8 +263,8 @@ def _row_block_forward(a: torch.Tensor, c: torch.Tensor, r0: int, width: int, pl
     if plan.bounded:  # plain sums, no running maximum
         sums = [a.new_zeros(n) for _ in (1.0, *plan.ratios)]
         for t0 in range(0, plan.cols, width):
-            for total, e in zip(sums, tile_exps(a, c[t0 : t0 + width], r0, t0, plan, stats)):
-                total += e.sum(dim=1)
+            for total, (rows, _) in zip(sums, tile_sums(a, c[t0 : t0 + width], r0, t0, plan, stats)):
+                total += rows
         return [total.log_() for total in sums]
     m = a.new_full((n,), NEG_INF)
     s = a.new_zeros(n)
@@ -274,8 +333,8 @@ class _StreamingNegativeLSE(torch.autograd.Function):
                 centre, weight = lse[r0 : r0 + rows, None], grad[r0 : r0 + rows, None]
                 for t0 in range(0, plan.cols, width):
                     c_tile = c[t0 : t0 + width]
-                    if plan.closed:
-                        g = _exp_tile(a_blk, c_tile, r0, t0, plan, True).mul_(torch.exp(-centre).mul_(weight))
+                    if plan.bounded and plan.logit_map is not None:  # exp(l) without a maximum: no overflow
+                        g = tile_gradient(a_blk, c_tile, r0, t0, plan, torch.exp(-centre).mul_(weight).squeeze(1), None)
                     else:
                         tile = _tile(a_blk, c_tile, r0, t0, plan, "derivative")
                         g = tile.logits.sub_(centre).exp_().mul_(weight)

@@ -20,16 +20,14 @@ from typing import TYPE_CHECKING
 import torch
 
 from .streaming import (
-    _exp_tile,
     _Plan,
-    _through_map,
-    _tile,
     finish_forward,
     make_plan,
     plan_stats,
     refuse_second_derivative,
-    tile_exps,
+    tile_gradient,
     tile_sizes,
+    tile_sums,
 )
 
 if TYPE_CHECKING:  # the extension types import these kernels
@@ -89,11 +87,12 @@ class _SymmetricNegativeLSE(torch.autograd.Function):
             sums = [u.new_zeros(plan.rows) for _ in (1.0, *plan.ratios)]
             for r0 in range(0, plan.rows, side):
                 for t0 in range(r0, plan.rows, side):
-                    exps = tile_exps(a[r0 : r0 + side], u[t0 : t0 + side], r0, t0, plan, stats, 1 if t0 == r0 else 2)
-                    for total, e in zip(sums, exps):
-                        total[r0 : r0 + side] += e.sum(dim=1)
-                        if t0 != r0:  # the transposed tile: its rows are this tile's columns
-                            total[t0 : t0 + side] += e.sum(dim=0)
+                    off = t0 != r0  # an off-diagonal tile stands for its transpose too: its columns are rows
+                    parts = tile_sums(a[r0 : r0 + side], u[t0 : t0 + side], r0, t0, plan, stats, 1 + off, off)
+                    for total, (rows, cols) in zip(sums, parts):
+                        total[r0 : r0 + side] += rows
+                        if cols is not None:
+                            total[t0 : t0 + side] += cols
         return finish_forward(ctx, plan, stats, [total.log_() for total in sums], u, scale)
 
     @staticmethod
@@ -107,8 +106,8 @@ class _SymmetricNegativeLSE(torch.autograd.Function):
             out = torch.zeros_like(u)  # S u, with S the symmetrised dL/dx
             for r0 in range(0, plan.rows, side):
                 for t0 in range(r0, plan.rows, side):
-                    weight = v[r0 : r0 + side, None] + v[None, t0 : t0 + side]
-                    g = _pair_gradient(a[r0 : r0 + side], u[t0 : t0 + side], r0, t0, plan, weight)
+                    g = tile_gradient(a[r0 : r0 + side], u[t0 : t0 + side], r0, t0, plan, v[r0 : r0 + side],
+                                      v[t0 : t0 + side])  # fmt: skip
                     out[r0 : r0 + side].addmm_(g, u[t0 : t0 + side])
                     if t0 != r0:
                         out[t0 : t0 + side].addmm_(g.T, u[r0 : r0 + side])
@@ -117,12 +116,3 @@ class _SymmetricNegativeLSE(torch.autograd.Function):
             grad_scale = (out * u).sum().div_(2).to(scale.dtype) if ctx.needs_input_grad[1] else None
         return grad_u, grad_scale, None
 
-
-def _pair_gradient(a: torch.Tensor, c: torch.Tensor, r0: int, t0: int, plan: _Plan,
-                   weight: torch.Tensor) -> torch.Tensor:  # fmt: skip
-    """S of one tile: exp(l) phi' times ``weight`` (v_i + v_j), 0 at the non-negatives, with respect to x."""
-    if plan.closed:
-        return _exp_tile(a, c, r0, t0, plan, True).mul_(weight)
-    tile = _tile(a, c, r0, t0, plan, "derivative")
-    g = tile.logits.exp_().mul_(weight)
-    return g.mul_(tile.companion) if tile.companion is not None else _through_map(g, tile.x, plan.logit_map)

@@ -39,7 +39,7 @@ import torch
 
 from ..base import ContrastiveLoss
 from ..extension import LazyLogits, LogitMap, Pairs
-from ..kernels.compiled import maybe_compiled
+from ..kernels.compiled import maybe_compiled, resolve
 from ..registry import register_loss
 from ..validation import check_choice, check_positive, check_range, check_temperature
 
@@ -87,6 +87,16 @@ def _with_derivative(s: torch.Tensor, *profile: Any) -> tuple[torch.Tensor, torc
 def _full(s: torch.Tensor, *profile: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     tau = dystress_temperature(s, *profile)
     return s / tau, tau.reciprocal(), tau
+
+
+def _tile_form(s: torch.Tensor, *args: Any) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    """(exp(s / tau), exp(s / tau) / tau with ``grad``, tau) for the compiled tiles (:mod:`cl_plugins.kernels.tiles`);
+    the last of ``args`` is ``grad``."""
+    *profile, grad = args
+    tau = dystress_temperature(s, *profile)
+    inverse = tau.reciprocal()
+    e = torch.exp(s * inverse)
+    return e, (e * inverse if grad else None), tau
 
 
 @register_loss("dystress")
@@ -158,7 +168,8 @@ class DySTreSSLoss(ContrastiveLoss):
         bound = 1.0 / self.tau_min  # |s / tau(s)| with |s| <= 1 and tau >= tau_min
         if not self.detach:
             return LogitMap(value, with_stat=with_stat, on_stats=on_stats, bound=bound)
-        return LogitMap(value, with_derivative, with_stat, on_stats, full, bound=bound)
+        tiles = (_tile_form, profile) if resolve(self.compile_maps) else None
+        return LogitMap(value, with_derivative, with_stat, on_stats, full, bound=bound, tile_form=tiles)
 
     def logits(self, sim: torch.Tensor | LazyLogits, pairs: Pairs) -> torch.Tensor | LazyLogits:
         if isinstance(sim, LazyLogits):

@@ -27,7 +27,7 @@ import torch
 
 from ..base import ContrastiveLoss
 from ..extension import LazyLogits, LogitMap, Pairs
-from ..kernels.compiled import maybe_compiled
+from ..kernels.compiled import maybe_compiled, resolve
 from ..registry import register_loss
 
 
@@ -48,6 +48,12 @@ def closed_form(s: torch.Tensor, lo: float, hi: float, grad: bool) -> tuple[torc
         return r.mul_(2).sub_(1), None
     factor = torch.where(c == s, r.square().mul_(2), 0.0)
     return r.mul_(2).sub_(1), factor
+
+
+def _tile_form(s: torch.Tensor, lo: float, hi: float, grad: bool) -> tuple[torch.Tensor, torch.Tensor | None, None]:
+    """:func:`closed_form` for the compiled tiles (:mod:`cl_plugins.kernels.tiles`): no statistic."""
+    e, factor = closed_form(s, lo, hi, grad)
+    return e, factor, None
 
 
 @register_loss("temperature_free")
@@ -83,7 +89,9 @@ class TemperatureFreeLoss(ContrastiveLoss):
         closed = maybe_compiled(closed_form, self.compile_maps)  # chosen once per call, not per tile
         exp_form = lambda s, grad: closed(s, lo, hi, grad)  # noqa: E731
         bound = math.log((2 - self.eps) / self.eps)  # 2 atanh(1 - eps)
-        return LogitMap(value, with_derivative=lambda s: (value(s), derivative(s)), exp_form=exp_form, bound=bound)
+        tiles = (_tile_form, (lo, hi)) if resolve(self.compile_maps) else None
+        return LogitMap(value, with_derivative=lambda s: (value(s), derivative(s)), exp_form=exp_form, bound=bound,
+                        tile_form=tiles)  # fmt: skip
 
     def logits(self, sim: torch.Tensor | LazyLogits, pairs: Pairs) -> torch.Tensor | LazyLogits:
         positive = pairs.positive(sim).detach()
