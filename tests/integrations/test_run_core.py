@@ -20,8 +20,13 @@ KILLED = -9
 GRAPH = "--dataset MUTAG --seeds 0 --batch_size 64 --hidden 8 --eval_folds 3 --no-svm_search --log_with none"
 
 
+#: one thread, fixed: a run and its resume then sum in the same order, which bit-equality needs (a killed-and-resumed
+#: run once differed from the straight one in CI under load, where the BLAS may pick its own thread count)
+THREADS = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "MKL_DYNAMIC": "FALSE"}
+
+
 def _run(cmd: list[str], fault: str = "") -> subprocess.CompletedProcess:
-    env = {**os.environ, "CL_PLUGINS_FAULT": fault}
+    env = {**os.environ, **THREADS, "CL_PLUGINS_FAULT": fault}
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
 
 
