@@ -192,6 +192,8 @@ class LazyLogits:
             return self.logit_map.bound
         with torch.no_grad():
             norms = [x.detach().norm(dim=1).amax() for x in (self.anchors, self.candidates) if x.shape[0]]
+            if len(norms) < 2:  # an empty side: nothing to sum, the kernels' own checks speak
+                return None
             scale = self.scale.detach().abs().max() if isinstance(self.scale, torch.Tensor) else abs(self.scale)
             return float(scale * torch.stack(norms).prod())
 
