@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 import cl_plugins as clp
+from cl_plugins.kernels import triton_lse
 
 TAU = 0.07
 
@@ -138,7 +139,9 @@ def table(device: torch.device, sizes: list[int], dims: list[int], dtypes: list[
     """Measure every row of every shape, smallest first, until ``deadline`` (``time.monotonic()``); each result
     is handed to ``record`` as it comes. A kernel out of memory at one N is not tried at larger N."""
     clip_loss, failed = load_clip_loss(upstream), set()
-    kernels = ("auto", "dense", "fused", "stream")
+    kernels: tuple[str, ...] = ("auto", "dense", "fused", "stream")
+    if device.type == "cuda" and triton_lse.available():  # issue 53's rows: the Triton kernels beside the others
+        kernels += ("triton",)
     for n in sizes:
         for dim in dims:
             for dtype in dtypes:

@@ -19,12 +19,13 @@ from torch import nn
 
 from .distributed import ProcessesDisagree, all_reduce_sum, is_distributed, refuse_on_every_rank, world_size
 from .extension import LazyLogits, LogitMap, Pairs, softplus
+from .kernels import triton_lse
 from .layouts import LAYOUTS, Labels, PairBlock, at_least_float32, build_blocks, unit_rows
 from .validation import ArgumentTypeError, check_choice, check_pair, check_range, check_similarity
 
 Reduction = Literal["mean", "sum", "none"]
 REDUCTIONS = ("mean", "sum", "none")
-KERNELS = ("auto", "dense", "fused", "stream")
+KERNELS = ("auto", "dense", "fused", "stream", "triton")
 POSITIVE_FORMS = ("out", "in", "pair")
 #: ``kernel="auto"`` streams a block from this many [A, M] entries on (a 1 GiB float32 buffer: N = 8192 in the
 #: SimCLR layout); below, the one-buffer kernel is a few percent faster on CPU (docs/benchmarks.md)
@@ -61,10 +62,11 @@ class ContrastiveLoss(nn.Module):
             derivative streams), ``"stream"`` (tiles recomputed in backward, no [A, M] buffer:
             :mod:`cl_plugins.kernels.streaming`), or ``"auto"`` (default: on the CPU ``"fused"`` below
             :data:`STREAM_FROM_ELEMENTS` entries, on a GPU ``"dense"`` below :data:`CUDA_STREAM_FROM_ELEMENTS`;
-            ``"stream"`` from there; on the CPU a SimCLR block in one process streams from
-            :data:`SYMMETRIC_STREAM_FROM_ELEMENTS` on, each tile standing for its transpose, when its logits are
-            bounded: :mod:`cl_plugins.kernels.symmetric`). Every strategy but AMCL (which has its own kernel) runs
-            on all three.
+            ``"stream"`` from there; on a GPU with Triton installed ``"triton"``, flash-style kernels that never
+            write a tile of logits, :mod:`cl_plugins.kernels.triton_lse`; on the CPU a SimCLR block in one process
+            streams from :data:`SYMMETRIC_STREAM_FROM_ELEMENTS` on, each tile standing for its transpose, when its
+            logits are bounded: :mod:`cl_plugins.kernels.symmetric`). Every strategy but AMCL (which has its own
+            kernel) runs on all of them.
         exclude: ``"same_label"`` removes every candidate that shares its anchor's label from the negatives
             (false-negative elimination; the positives are unchanged), given ``labels=`` [N] in each call
             (and ``queue_labels=`` [K] for ``layout="queue"``); labels are gathered with the candidates and
@@ -331,7 +333,7 @@ class ContrastiveLoss(nn.Module):
         per_pair = type(self).logit_map is not ContrastiveLoss.logit_map
         if self.kernel == "dense" or not (self.scalar_temperature or per_pair):
             return "dense"
-        if self.kernel in ("stream", "fused"):
+        if self.kernel in ("stream", "fused", "triton"):
             return self.kernel
         return auto_kernel(block)
 
@@ -340,7 +342,9 @@ class ContrastiveLoss(nn.Module):
         kernel = self.block_kernel(block)
         # a larger block of anchors against themselves streams by halves (kernels.symmetric) where that applies
         symmetric = self.kernel == "auto" and kernel == "fused" and block.size >= SYMMETRIC_STREAM_FROM_ELEMENTS
-        sim = block.cosine() if kernel == "dense" else block.lazy(kernel == "stream", symmetric)
+        if kernel == "triton":
+            triton_lse.refuse_unusable(block.anchors.device)
+        sim = block.cosine() if kernel == "dense" else block.lazy(kernel == "stream", symmetric, kernel == "triton")
         return self.pairs_loss(sim, Pairs.from_block(block, None if self.positives is None else self.positive_form))
 
     def pairs_loss(self, sim: torch.Tensor | LazyLogits, pairs: Pairs) -> torch.Tensor:
@@ -441,8 +445,11 @@ def _recording_arguments(init: Callable[..., None]) -> Callable[..., None]:
 
 def auto_kernel(block: PairBlock) -> str:
     """``kernel="auto"``'s choice for ``block``: on the CPU the one-buffer kernel, streaming from
-    :data:`STREAM_FROM_ELEMENTS` logits; on a GPU the dense path, streaming from :data:`CUDA_STREAM_FROM_ELEMENTS`."""
+    :data:`STREAM_FROM_ELEMENTS` logits; on a GPU the Triton kernels where Triton imports (not for float64), else the
+    dense path, streaming from :data:`CUDA_STREAM_FROM_ELEMENTS`."""
     if block.anchors.device.type == "cuda":
+        if triton_lse.available() and block.anchors.dtype != torch.float64:  # float64 keeps its precision
+            return "triton"
         return "stream" if block.size >= CUDA_STREAM_FROM_ELEMENTS else "dense"
     return "stream" if block.size >= STREAM_FROM_ELEMENTS else "fused"
 

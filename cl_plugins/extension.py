@@ -31,6 +31,7 @@ from .kernels.fused import NegativeLSE
 from .kernels.pairs import pair_cosines
 from .kernels.streaming import streaming_negative_lse
 from .kernels.symmetric import symmetric_negative_lse, symmetric_plan
+from .kernels.triton_lse import triton_negative_lse
 
 if TYPE_CHECKING:  # the layouts build LazyLogits
     from .layouts import PairBlock
@@ -68,6 +69,9 @@ class LogitMap:
     #: (exp(phi), exp(phi) phi' or None, stat or None)``; set when the map is compiled, and then the streaming kernels
     #: compile each whole tile
     tile_form: tuple[Callable[..., Any], tuple[Any, ...]] | None = None
+    #: ``(map id, params)`` for ``kernel="triton"`` (:data:`cl_plugins.kernels.triton_lse.MAPS`; None: that kernel
+    #: streams this map instead)
+    triton: tuple[int, tuple[float, ...]] | None = None
 
     def evaluate(self, x: torch.Tensor, want: str | None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(phi(x), the ``want``-ed companion: ``"stat"``, ``"derivative"`` or None)."""
@@ -107,6 +111,8 @@ class LazyLogits:
     #: stream when the block's anchors are its candidates and each tile can stand for its transpose
     #: (:mod:`cl_plugins.kernels.symmetric`), else the one-buffer kernel: ``kernel="auto"`` on larger blocks
     stream_if_symmetric: bool = False
+    #: the Triton kernels (:mod:`cl_plugins.kernels.triton_lse`) where they take the map, else streaming
+    triton: bool = False
     logit_map: LogitMap | None = None
     bias_cols: torch.Tensor | None = None
     bias: float = 0.0
@@ -172,13 +178,19 @@ class LazyLogits:
         # with separate positives (queue) every candidate is a negative
         exclude = None if self.positives is not None else exclude_cols
         fusable = self.logit_map is None or self.logit_map.with_derivative is not None
+        if self.triton:
+            out = triton_negative_lse(self.scaled_anchors(), self.candidates, exclude, ratios=tuple(ratios),
+                                      logit_map=self.logit_map, bias_cols=self.bias_cols, bias=self.bias,
+                                      labels=self.labels)  # fmt: skip
+            if out is not None:
+                return out
         options = {"ratios": tuple(ratios), "logit_map": self.logit_map, "labels": self.labels, "bound": self.bound()}
         if self.stream or self.stream_if_symmetric or not fusable:
             own = self.positives is None and self.anchors is self.candidates and self.bias_cols is None
             plan = symmetric_plan(self.candidates, exclude, **options) if own else None
             if plan is not None:
                 return symmetric_negative_lse(self.candidates, self.scale, plan)
-        if self.stream or not fusable:
+        if self.stream or self.triton or not fusable:
             anchors = self.scaled_anchors()
             return streaming_negative_lse(anchors, self.candidates, exclude, bias_cols=self.bias_cols, bias=self.bias,
                                           **options)  # fmt: skip

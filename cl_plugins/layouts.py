@@ -88,15 +88,17 @@ class PairBlock:
     def _unit(self, x: torch.Tensor) -> torch.Tensor:
         return x if self.normalized else unit_rows(x)
 
-    def lazy(self, stream: bool = False, stream_if_symmetric: bool = False) -> LazyLogits:
+    def lazy(self, stream: bool = False, stream_if_symmetric: bool = False, triton: bool = False) -> LazyLogits:
         """The cosine matrix as :class:`~cl_plugins.extension.LazyLogits` (the kernels' path); ``stream`` picks
         the tiled kernel of :mod:`cl_plugins.kernels.streaming`, ``stream_if_symmetric`` that of
-        :mod:`cl_plugins.kernels.symmetric` where it applies."""
+        :mod:`cl_plugins.kernels.symmetric` where it applies, ``triton`` the kernels of
+        :mod:`cl_plugins.kernels.triton_lse`."""
         with torch.autocast(device_type=self.anchors.device.type, enabled=False):
             a = self._unit(self.anchors)
             c = a if self.candidates_are_anchors else self._unit(self.candidates)
             p = None if self.positives is None else self._unit(self.positives)
-        return LazyLogits(a, c, p, stream=stream, stream_if_symmetric=stream_if_symmetric, labels=self.labels)
+        return LazyLogits(a, c, p, stream=stream, stream_if_symmetric=stream_if_symmetric, triton=triton,
+                          labels=self.labels)  # fmt: skip
 
     @property
     def size(self) -> int:

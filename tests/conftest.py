@@ -5,11 +5,16 @@ tests serve their files from 127.0.0.1 and lift this for themselves).
 device, compared with float64 references computed on the CPU."""
 
 import os
+import sys
 
 import pytest
 import torch
 
 os.environ.setdefault("CL_PLUGINS_OFFLINE", "1")
+# kernel="triton" on CPU tensors runs under Triton's interpreter, chosen when the kernels are defined (at import), so
+# before any test imports cl_plugins; on a GPU (--device cuda) the kernels compile for it instead
+if not any(arg.startswith("--device") and "cuda" in arg for arg in sys.argv) and "cuda" not in sys.argv:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -40,6 +40,7 @@ import torch
 from ..base import ContrastiveLoss
 from ..extension import LazyLogits, LogitMap, Pairs
 from ..kernels.compiled import maybe_compiled, resolve
+from ..kernels.triton_lse import MAPS
 from ..registry import register_loss
 from ..validation import check_choice, check_positive, check_range, check_temperature
 
@@ -169,7 +170,8 @@ class DySTreSSLoss(ContrastiveLoss):
         if not self.detach:
             return LogitMap(value, with_stat=with_stat, on_stats=on_stats, bound=bound)
         tiles = (_tile_form, profile) if resolve(self.compile_maps) else None
-        return LogitMap(value, with_derivative, with_stat, on_stats, full, bound=bound, tile_form=tiles)
+        triton = (MAPS[self.profile], (self.tau_min, self.tau_max, self.shift, self.scale))
+        return LogitMap(value, with_derivative, with_stat, on_stats, full, bound=bound, tile_form=tiles, triton=triton)
 
     def logits(self, sim: torch.Tensor | LazyLogits, pairs: Pairs) -> torch.Tensor | LazyLogits:
         if isinstance(sim, LazyLogits):

@@ -28,6 +28,7 @@ import torch
 from ..base import ContrastiveLoss
 from ..extension import LazyLogits, LogitMap, Pairs
 from ..kernels.compiled import maybe_compiled, resolve
+from ..kernels.triton_lse import MAPS
 from ..registry import register_loss
 
 
@@ -91,7 +92,7 @@ class TemperatureFreeLoss(ContrastiveLoss):
         bound = math.log((2 - self.eps) / self.eps)  # 2 atanh(1 - eps)
         tiles = (_tile_form, (lo, hi)) if resolve(self.compile_maps) else None
         return LogitMap(value, with_derivative=lambda s: (value(s), derivative(s)), exp_form=exp_form, bound=bound,
-                        tile_form=tiles)  # fmt: skip
+                        tile_form=tiles, triton=(MAPS["temperature_free"], (lo, hi)))  # fmt: skip
 
     def logits(self, sim: torch.Tensor | LazyLogits, pairs: Pairs) -> torch.Tensor | LazyLogits:
         positive = pairs.positive(sim).detach()

@@ -253,7 +253,8 @@ class AMCLLoss(ContrastiveLoss):
         kernel = auto_kernel(block) if self.kernel == "auto" else self.kernel
         if kernel != "dense":  # s_ij / tau_i = (a_i / tau_i) . c_j: the scalar kernel with rescaled anchors
             logits: torch.Tensor | LazyLogits = LazyLogits(lazy.anchors / tau[:, None], lazy.candidates, lazy.positives,
-                                                           stream=kernel == "stream", labels=lazy.labels)  # fmt: skip
+                                                           stream=kernel == "stream", triton=kernel == "triton",
+                                                           labels=lazy.labels)  # fmt: skip
         else:
             logits = block.cosine() / tau[:, None]
         d = pairs.d(logits)

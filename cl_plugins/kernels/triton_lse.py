@@ -1,0 +1,289 @@
+"""``kernel="triton"``: the negatives' log-sum-exp as flash-style Triton kernels that never write a tile of logits.
+
+The same quantity as :func:`cl_plugins.kernels.streaming.streaming_negative_lse`: per anchor i,
+``LSE_{j in neg(i)} l_ij`` with ``l_ij = phi(a_i . c_j)`` (plus a hard negative's bias), and without gradient the
+LSEs at ``r * l`` for dual temperature's ratios and a map's statistic over the negatives. Each program holds a block
+of anchors in on-chip memory and walks blocks of candidates: ``tl.dot`` gives the block of products, the map, the
+masks (each row's excluded columns, same labels, the bias) and the running maximum and sum of exponentials are
+applied in registers (the flash-attention / Inf-CL recurrence), and only [A]-sized results reach global memory.
+
+Backward recomputes each block twice, once in a kernel over anchor blocks (``dA = G c``) and once over candidate
+blocks (``dC = G^T a``), with ``G_ij = exp(l_ij - LSE_i) g_i phi'(x_ij)``: no atomics, so the gradients are
+deterministic. A learned temperature is in the anchors (pre-scaled by 1/tau), so autograd carries its gradient.
+
+Per-pair maps are described to the kernel by ``LogitMap.triton = (map id, params)`` (:data:`MAPS`): DySTreSS's five
+profiles (detached tau: phi' = 1/tau, statistic tau) and temperature-free's clamped 2 atanh (phi' = 2 / (1 - s^2)).
+A map without that description runs on the streaming kernel. Products are accumulated in float32 with IEEE
+precision (no TF32), so the kernel equals the others to float32 rounding.
+
+On the CPU it runs only under Triton's interpreter (``TRITON_INTERPRET=1``), which the tests use.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import TYPE_CHECKING
+
+import torch
+
+if TYPE_CHECKING:
+    from ..extension import LogitMap
+
+try:  # optional: pip install "cl-plugins[triton]"
+    import triton
+    import triton.language as tl
+except ImportError:  # pragma: no cover - exercised where triton is absent
+    triton = None  # type: ignore[assignment]
+
+#: map ids of ``LogitMap.triton``: 0 is none (a scalar temperature, already in the anchors)
+MAPS = {"cosine": 1, "shifted": 2, "linear": 3, "exponential": 4, "monotone": 5, "temperature_free": 6}
+BLOCK = 32
+
+
+def available() -> bool:
+    """Triton imports; a kernel can then run on CUDA tensors, or on CPU ones under ``TRITON_INTERPRET=1``."""
+    return triton is not None
+
+
+def usable_on(device: torch.device) -> bool:
+    return available() and (device.type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1")
+
+
+def refuse_unusable(device: torch.device) -> None:
+    if not available():
+        raise RuntimeError("kernel='triton' needs the triton package: pip install 'cl-plugins[triton]'")
+    if not usable_on(device):
+        raise RuntimeError(f"kernel='triton' runs on CUDA tensors (these are on {device}); use kernel='auto' here "
+                           "(Triton's interpreter, TRITON_INTERPRET=1, runs it on the CPU for tests)")  # fmt: skip
+
+
+if triton is not None:
+
+    @triton.jit
+    def _phi(x, MAP: tl.constexpr, p0, p1, p2, p3):
+        """(logit, d logit / dx, statistic) of the cosines ``x`` under map ``MAP``."""
+        if MAP == 0:
+            return x, x * 0.0 + 1.0, x * 0.0
+        if MAP == 6:  # temperature-free: p0, p1 = the clamp's bounds
+            c = tl.minimum(tl.maximum(x, p0), p1)
+            logit = tl.log((1.0 + c) / (1.0 - c))
+            return logit, tl.where(c == x, 2.0 / (1.0 - c * c), 0.0), x * 0.0
+        delta = p1 - p0  # DySTreSS: p0, p1 = tau_min, tau_max; p2, p3 = shift, scale
+        pi = 3.141592653589793
+        if MAP == 1:
+            tau = p0 + 0.5 * delta * (1.0 - tl.cos(pi * x))
+        elif MAP == 2:
+            window = p0 + 0.5 * delta * (1.0 + tl.cos((pi / p3) * (p2 + x)))
+            inside = tl.where(p2 <= 0.0, x <= -p2, x >= -p2) | (p2 == 0.0)
+            tau = tl.where(inside, window, p1)
+        elif MAP == 3:
+            tau = p0 + delta * tl.abs(x)
+        elif MAP == 4:
+            tau = p0 + delta * (tl.exp(tl.abs(x)) - 1.0) / (2.718281828459045 - 1.0)
+        else:
+            tau = p0 + 0.5 * delta * (1.0 - tl.cos(0.5 * pi * (1.0 + x)))
+        return x / tau, 1.0 / tau, tau
+
+    @triton.jit
+    def _tile(a_ptr, c_ptr, rows, cols, A, M, D, ex_ptr, K: tl.constexpr, la_ptr, lc_ptr, LABELS: tl.constexpr,
+              bias_ptr, bias, BIAS: tl.constexpr, MAP: tl.constexpr, p0, p1, p2, p3, DP: tl.constexpr):
+        """(masked logits with -inf off the negatives, phi', statistic, negatives mask) of one block."""
+        d = tl.arange(0, DP)
+        a = tl.load(a_ptr + rows[:, None] * D + d[None, :], mask=(rows[:, None] < A) & (d[None, :] < D), other=0.0)
+        c = tl.load(c_ptr + cols[:, None] * D + d[None, :], mask=(cols[:, None] < M) & (d[None, :] < D), other=0.0)
+        x = tl.dot(a, tl.trans(c), input_precision="ieee")
+        logit, deriv, stat = _phi(x, MAP, p0, p1, p2, p3)
+        neg = (rows[:, None] < A) & (cols[None, :] < M)
+        for k in tl.static_range(K):
+            ex = tl.load(ex_ptr + rows * K + k, mask=rows < A, other=-1)
+            neg = neg & (cols[None, :] != ex[:, None])
+        if LABELS:
+            la = tl.load(la_ptr + rows, mask=rows < A, other=0)
+            lc = tl.load(lc_ptr + cols, mask=cols < M, other=0)
+            neg = neg & (la[:, None] != lc[None, :])
+        if BIAS:
+            bc = tl.load(bias_ptr + rows, mask=rows < A, other=-1)
+            logit = tl.where(cols[None, :] == bc[:, None], logit + bias, logit)
+        return tl.where(neg, logit, float("-inf")), deriv, stat, neg
+
+    @triton.jit
+    def _online(m, s, logit):
+        """The running (max, sum of exp) of each row after one more block of ``logit`` (-inf off the negatives)."""
+        m_new = tl.maximum(m, tl.max(logit, axis=1))
+        safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        return m_new, s * tl.exp(m - safe) + tl.sum(tl.exp(logit - safe[:, None]), axis=1)
+
+    @triton.jit
+    def _forward(a_ptr, c_ptr, A, M, D, ex_ptr, K: tl.constexpr, la_ptr, lc_ptr, LABELS: tl.constexpr, bias_ptr,
+                 bias, BIAS: tl.constexpr, MAP: tl.constexpr, p0, p1, p2, p3, ratio, RATIO: tl.constexpr,
+                 lse_ptr, extra_ptr, stat_ptr, STATS: tl.constexpr, DP: tl.constexpr, BA: tl.constexpr,
+                 BM: tl.constexpr):  # fmt: skip
+        rows = tl.program_id(0) * BA + tl.arange(0, BA)
+        m = tl.full([BA], float("-inf"), tl.float32)
+        s = tl.zeros([BA], tl.float32)
+        m2 = tl.full([BA], float("-inf"), tl.float32)
+        s2 = tl.zeros([BA], tl.float32)
+        total = tl.zeros([BA], tl.float32)
+        low = tl.full([BA], float("inf"), tl.float32)
+        high = tl.full([BA], float("-inf"), tl.float32)
+        for j in range(0, M, BM):
+            cols = j + tl.arange(0, BM)
+            logit, deriv, stat, neg = _tile(a_ptr, c_ptr, rows, cols, A, M, D, ex_ptr, K, la_ptr, lc_ptr, LABELS,
+                                            bias_ptr, bias, BIAS, MAP, p0, p1, p2, p3, DP)  # fmt: skip
+            m, s = _online(m, s, logit)
+            if RATIO:
+                m2, s2 = _online(m2, s2, logit * ratio)
+            if STATS:
+                total += tl.sum(tl.where(neg, stat, 0.0), axis=1)
+                low = tl.minimum(low, tl.min(tl.where(neg, stat, float("inf")), axis=1))
+                high = tl.maximum(high, tl.max(tl.where(neg, stat, float("-inf")), axis=1))
+        keep = rows < A
+        tl.store(lse_ptr + rows, m + tl.log(tl.where(keep, s, 1.0)), mask=keep)
+        if RATIO:
+            tl.store(extra_ptr + rows, m2 + tl.log(tl.where(keep, s2, 1.0)), mask=keep)
+        if STATS:
+            tl.store(stat_ptr + rows * 3, total, mask=keep)
+            tl.store(stat_ptr + rows * 3 + 1, low, mask=keep)
+            tl.store(stat_ptr + rows * 3 + 2, high, mask=keep)
+
+    @triton.jit
+    def _gradient(a_ptr, c_ptr, rows, cols, A, M, D, ex_ptr, K: tl.constexpr, la_ptr, lc_ptr, LABELS: tl.constexpr,
+                  bias_ptr, bias, BIAS: tl.constexpr, MAP: tl.constexpr, p0, p1, p2, p3, lse_ptr, g_ptr,
+                  DP: tl.constexpr):  # fmt: skip
+        """G = dL/dx of one block: exp(l - LSE_i) g_i phi', 0 off the negatives."""
+        logit, deriv, stat, neg = _tile(a_ptr, c_ptr, rows, cols, A, M, D, ex_ptr, K, la_ptr, lc_ptr, LABELS,
+                                        bias_ptr, bias, BIAS, MAP, p0, p1, p2, p3, DP)  # fmt: skip
+        lse = tl.load(lse_ptr + rows, mask=rows < A, other=0.0)
+        lse = tl.where(lse == float("-inf"), 0.0, lse)  # a row with no negative: every entry is masked anyway
+        g = tl.load(g_ptr + rows, mask=rows < A, other=0.0)
+        return tl.where(neg, tl.exp(logit - lse[:, None]) * g[:, None] * deriv, 0.0)
+
+    @triton.jit
+    def _backward_anchors(a_ptr, c_ptr, A, M, D, ex_ptr, K: tl.constexpr, la_ptr, lc_ptr, LABELS: tl.constexpr,
+                          bias_ptr, bias, BIAS: tl.constexpr, MAP: tl.constexpr, p0, p1, p2, p3, lse_ptr, g_ptr,
+                          out_ptr, DP: tl.constexpr, BA: tl.constexpr, BM: tl.constexpr):  # fmt: skip
+        rows = tl.program_id(0) * BA + tl.arange(0, BA)
+        d = tl.arange(0, DP)
+        acc = tl.zeros([BA, DP], tl.float32)
+        for j in range(0, M, BM):
+            cols = j + tl.arange(0, BM)
+            grad = _gradient(a_ptr, c_ptr, rows, cols, A, M, D, ex_ptr, K, la_ptr, lc_ptr, LABELS, bias_ptr, bias,
+                             BIAS, MAP, p0, p1, p2, p3, lse_ptr, g_ptr, DP)  # fmt: skip
+            c = tl.load(c_ptr + cols[:, None] * D + d[None, :], mask=(cols[:, None] < M) & (d[None, :] < D), other=0.0)
+            acc += tl.dot(grad, c, input_precision="ieee")
+        tl.store(out_ptr + rows[:, None] * D + d[None, :], acc, mask=(rows[:, None] < A) & (d[None, :] < D))
+
+    @triton.jit
+    def _backward_candidates(a_ptr, c_ptr, A, M, D, ex_ptr, K: tl.constexpr, la_ptr, lc_ptr, LABELS: tl.constexpr,
+                             bias_ptr, bias, BIAS: tl.constexpr, MAP: tl.constexpr, p0, p1, p2, p3, lse_ptr, g_ptr,
+                             out_ptr, DP: tl.constexpr, BA: tl.constexpr, BM: tl.constexpr):  # fmt: skip
+        cols = tl.program_id(0) * BM + tl.arange(0, BM)
+        d = tl.arange(0, DP)
+        acc = tl.zeros([BM, DP], tl.float32)
+        for i in range(0, A, BA):
+            rows = i + tl.arange(0, BA)
+            grad = _gradient(a_ptr, c_ptr, rows, cols, A, M, D, ex_ptr, K, la_ptr, lc_ptr, LABELS, bias_ptr, bias,
+                             BIAS, MAP, p0, p1, p2, p3, lse_ptr, g_ptr, DP)  # fmt: skip
+            a = tl.load(a_ptr + rows[:, None] * D + d[None, :], mask=(rows[:, None] < A) & (d[None, :] < D), other=0.0)
+            acc += tl.dot(tl.trans(grad), a, input_precision="ieee")
+        tl.store(out_ptr + cols[:, None] * D + d[None, :], acc, mask=(cols[:, None] < M) & (d[None, :] < D))
+
+
+_state = {"failed": False}
+
+
+def _next_power_of_two(n: int) -> int:
+    return 1 << max(4, (n - 1).bit_length())  # tl.dot takes 16 and up
+
+
+class _Spec:
+    """Everything the three kernels take besides the embeddings, in their order."""
+
+    def __init__(self, a: torch.Tensor, c: torch.Tensor, exclude_cols: torch.Tensor | None,
+                 labels: tuple[torch.Tensor, torch.Tensor] | None, bias_cols: torch.Tensor | None, bias: float,
+                 logit_map: LogitMap | None) -> None:  # fmt: skip
+        dummy = a.new_zeros(1, dtype=torch.long)
+        ex = dummy if exclude_cols is None else exclude_cols.long().contiguous()
+        la, lc = (dummy, dummy) if labels is None else (labels[0].long().contiguous(), labels[1].long().contiguous())
+        map_id, params = (0, ()) if logit_map is None else logit_map.triton  # type: ignore[misc]
+        p = [float(v) for v in params] + [0.0] * (4 - len(params))
+        k = 0 if exclude_cols is None else exclude_cols.shape[1]
+        bias_t = dummy if bias_cols is None else bias_cols.long().contiguous()
+        self.common = (a.shape[0], c.shape[0], a.shape[1], ex, k, la, lc, labels is not None, bias_t, float(bias),
+                       bias_cols is not None, map_id, *p)  # fmt: skip
+        self.sizes = (_next_power_of_two(a.shape[1]), BLOCK, BLOCK)
+
+
+def supports(logit_map: LogitMap | None, ratios: tuple[float, ...]) -> bool:
+    """Whether the Triton kernel takes this map and these extra scales (at most one, dual temperature's)."""
+    return len(ratios) <= 1 and (logit_map is None or logit_map.triton is not None) and not _state["failed"]
+
+
+class _TritonNegativeLSE(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a, c, plan):  # type: ignore[override]
+        exclude_cols, labels, bias_cols, bias, logit_map, ratios = plan
+        with torch.autocast(device_type=a.device.type, enabled=False), torch.no_grad():
+            a32, c32 = a.float().contiguous(), c.float().contiguous()
+            spec = _Spec(a32, c32, exclude_cols, labels, bias_cols, bias, logit_map)
+            n = a.shape[0]
+            lse, extra, stats = a32.new_empty(n), a32.new_empty(n), a32.new_empty(n, 3)
+            stat = logit_map is not None and logit_map.with_stat is not None and logit_map.on_stats is not None
+            ratio = float(ratios[0]) if ratios else 1.0
+            _forward[(triton.cdiv(n, BLOCK),)](a32, c32, *spec.common, ratio, bool(ratios), lse, extra, stats, stat,
+                                               *spec.sizes)  # fmt: skip
+            if stat:
+                logit_map.on_stats(stats[:, 0].sum(), stats[:, 1].amin(), stats[:, 2].amax())
+        ctx.save_for_backward(a32, c32, lse)
+        ctx.spec, ctx.dtypes = spec, (a.dtype, c.dtype)
+        outs = [lse.to(a.dtype)] + ([extra.to(a.dtype)] if ratios else [])
+        ctx.mark_non_differentiable(*outs[1:])
+        return tuple(outs)
+
+    @staticmethod
+    def backward(ctx, grad, *unused):  # type: ignore[override]
+        if torch.is_grad_enabled():
+            raise RuntimeError("the Triton loss kernel has no second derivative (create_graph=True, e.g. a gradient "
+                               "penalty); build the loss with kernel='dense' for that")  # fmt: skip
+        a32, c32, lse = ctx.saved_tensors
+        spec: _Spec = ctx.spec
+        g = grad.float().contiguous()
+        grad_a, grad_c = torch.empty_like(a32), torch.empty_like(c32)
+        _backward_anchors[(triton.cdiv(a32.shape[0], BLOCK),)](a32, c32, *spec.common, lse, g, grad_a, *spec.sizes)
+        _backward_candidates[(triton.cdiv(c32.shape[0], BLOCK),)](a32, c32, *spec.common, lse, g, grad_c,
+                                                                  *spec.sizes)  # fmt: skip
+        return grad_a.to(ctx.dtypes[0]), grad_c.to(ctx.dtypes[1]), None
+
+
+def triton_negative_lse(
+    anchors: torch.Tensor,
+    candidates: torch.Tensor,
+    exclude_cols: torch.Tensor | None = None,
+    *,
+    ratios: tuple[float, ...] = (),
+    logit_map: LogitMap | None = None,
+    bias_cols: torch.Tensor | None = None,
+    bias: float = 0.0,
+    labels: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> list[torch.Tensor] | None:
+    """:func:`~cl_plugins.kernels.streaming.streaming_negative_lse` on the Triton kernels; None where they do not
+    apply (:func:`supports`) or once a launch has failed (warned about once; the caller streams instead).
+
+    Shapes:
+        anchors: [A, D] (pre-scaled by 1/tau for a scalar temperature); candidates: [M, D]; exclude_cols: [A, k];
+        bias_cols: [A]; labels: ([A], [M]). Returns ``1 + len(ratios)`` tensors [A].
+    """
+    if not supports(logit_map, ratios):
+        return None
+    plan = (exclude_cols, labels, bias_cols, bias, logit_map, tuple(ratios))
+    try:
+        return list(_TritonNegativeLSE.apply(anchors, candidates, plan))
+    except Exception as error:  # noqa: BLE001 - a kernel that cannot compile here: the streaming kernel is exact
+        if isinstance(error, RuntimeError) and "second derivative" in str(error):
+            raise
+        _state["failed"] = True
+        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        warnings.warn(f"cl_plugins: the Triton loss kernel failed ({type(error).__name__}: {first}); streaming "
+                      "instead", RuntimeWarning, stacklevel=2)  # fmt: skip
+        return None
