@@ -141,6 +141,29 @@ def test_a_failing_kernel_streams_instead_with_one_warning(monkeypatch: pytest.M
     assert triton_lse._state["failed"]
 
 
+def test_a_failing_backward_takes_the_streaming_kernels_gradients(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Broken:
+        def __getitem__(self, grid):  # type: ignore[no-untyped-def]
+            def launch(*args):  # type: ignore[no-untyped-def]
+                raise RuntimeError("out of resources: shared memory")
+
+            return launch
+
+    monkeypatch.setattr(triton_lse, "_state", {"failed": False})
+    monkeypatch.setattr(triton_lse, "_backward_anchors", Broken())
+    data = _inputs(torch.float32)
+    with pytest.warns(RuntimeWarning, match="out of resources"):
+        ours = _run("dual_temperature", "triton", "cross_view-hard", data)
+    _assert_same(ours, _run("dual_temperature", "stream", "cross_view-hard", data), rtol=1e-6, atol=1e-7)
+
+
+def test_float64_keeps_its_precision_on_the_streaming_kernel(small_blocks: list[int]) -> None:
+    data = _inputs(torch.float64)
+    ours = _run("dystress", "triton", "simclr", data)
+    assert not small_blocks
+    _assert_same(ours, _run("dystress", "dense", "simclr", data), rtol=1e-10, atol=1e-12)
+
+
 def test_maps_without_a_triton_form_stream(small_blocks: list[int]) -> None:
     data = _inputs(torch.float32)
     ours = _run("dystress", "triton", "simclr", data, detach=False)  # its derivative has no Triton form

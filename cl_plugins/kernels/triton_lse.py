@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from .streaming import streaming_negative_lse
+
 if TYPE_CHECKING:
     from ..extension import LogitMap
 
@@ -215,9 +217,31 @@ class _Spec:
         self.sizes = (_next_power_of_two(a.shape[1]), BLOCK, BLOCK)
 
 
-def supports(logit_map: LogitMap | None, ratios: tuple[float, ...]) -> bool:
-    """Whether the Triton kernel takes this map and these extra scales (at most one, dual temperature's)."""
-    return len(ratios) <= 1 and (logit_map is None or logit_map.triton is not None) and not _state["failed"]
+def supports(logit_map: LogitMap | None, ratios: tuple[float, ...], dtype: torch.dtype = torch.float32) -> bool:
+    """Whether the Triton kernel takes this map, these extra scales (at most one, dual temperature's) and this dtype
+    (float64 keeps its precision on the streaming kernel)."""
+    mapped = logit_map is None or logit_map.triton is not None
+    return len(ratios) <= 1 and mapped and dtype != torch.float64 and not _state["failed"]
+
+
+def _fail(error: Exception) -> None:
+    """A kernel that cannot compile or launch here: warned about once, the streaming kernel from then on."""
+    _state["failed"] = True
+    first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    warnings.warn(f"cl_plugins: the Triton loss kernel failed ({type(error).__name__}: {first}); streaming instead",
+                  RuntimeWarning, stacklevel=3)  # fmt: skip
+
+
+def _streamed_gradients(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[no-untyped-def]
+    """dL/da, dL/dc from the streaming kernel (exact), for a backward whose Triton kernels failed."""
+    exclude_cols, labels, bias_cols, bias, logit_map, _ = ctx.plan
+    a32, c32, _ = ctx.saved_tensors
+    with torch.enable_grad():
+        a, c = a32.detach().requires_grad_(), c32.detach().requires_grad_()
+        lse = streaming_negative_lse(a, c, exclude_cols, logit_map=logit_map, bias_cols=bias_cols, bias=bias,
+                                     labels=labels)[0]  # fmt: skip
+        grad_a, grad_c = torch.autograd.grad(lse, (a, c), grad.to(lse.dtype))
+    return grad_a, grad_c
 
 
 class _TritonNegativeLSE(torch.autograd.Function):
@@ -236,7 +260,7 @@ class _TritonNegativeLSE(torch.autograd.Function):
             if stat:
                 logit_map.on_stats(stats[:, 0].sum(), stats[:, 1].amin(), stats[:, 2].amax())
         ctx.save_for_backward(a32, c32, lse)
-        ctx.spec, ctx.dtypes = spec, (a.dtype, c.dtype)
+        ctx.spec, ctx.dtypes, ctx.plan = spec, (a.dtype, c.dtype), plan
         outs = [lse.to(a.dtype)] + ([extra.to(a.dtype)] if ratios else [])
         ctx.mark_non_differentiable(*outs[1:])
         return tuple(outs)
@@ -250,9 +274,14 @@ class _TritonNegativeLSE(torch.autograd.Function):
         spec: _Spec = ctx.spec
         g = grad.float().contiguous()
         grad_a, grad_c = torch.empty_like(a32), torch.empty_like(c32)
-        _backward_anchors[(triton.cdiv(a32.shape[0], BLOCK),)](a32, c32, *spec.common, lse, g, grad_a, *spec.sizes)
-        _backward_candidates[(triton.cdiv(c32.shape[0], BLOCK),)](a32, c32, *spec.common, lse, g, grad_c,
-                                                                  *spec.sizes)  # fmt: skip
+        try:
+            _backward_anchors[(triton.cdiv(a32.shape[0], BLOCK),)](a32, c32, *spec.common, lse, g, grad_a,
+                                                                   *spec.sizes)  # fmt: skip
+            _backward_candidates[(triton.cdiv(c32.shape[0], BLOCK),)](a32, c32, *spec.common, lse, g, grad_c,
+                                                                      *spec.sizes)  # fmt: skip
+        except Exception as error:  # noqa: BLE001 - a backward kernel that cannot compile here: streamed, exact
+            _fail(error)
+            grad_a, grad_c = _streamed_gradients(ctx, g)
         return grad_a.to(ctx.dtypes[0]), grad_c.to(ctx.dtypes[1]), None
 
 
@@ -268,22 +297,18 @@ def triton_negative_lse(
     labels: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> list[torch.Tensor] | None:
     """:func:`~cl_plugins.kernels.streaming.streaming_negative_lse` on the Triton kernels; None where they do not
-    apply (:func:`supports`) or once a launch has failed (warned about once; the caller streams instead).
+    apply (:func:`supports`) or once a launch has failed (warned about once; the caller streams instead; a backward
+    whose kernels fail takes its gradients from the streaming kernel).
 
     Shapes:
         anchors: [A, D] (pre-scaled by 1/tau for a scalar temperature); candidates: [M, D]; exclude_cols: [A, k];
         bias_cols: [A]; labels: ([A], [M]). Returns ``1 + len(ratios)`` tensors [A].
     """
-    if not supports(logit_map, ratios):
+    if not supports(logit_map, ratios, anchors.dtype):
         return None
     plan = (exclude_cols, labels, bias_cols, bias, logit_map, tuple(ratios))
     try:
         return list(_TritonNegativeLSE.apply(anchors, candidates, plan))
     except Exception as error:  # noqa: BLE001 - a kernel that cannot compile here: the streaming kernel is exact
-        if isinstance(error, RuntimeError) and "second derivative" in str(error):
-            raise
-        _state["failed"] = True
-        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
-        warnings.warn(f"cl_plugins: the Triton loss kernel failed ({type(error).__name__}: {first}); streaming "
-                      "instead", RuntimeWarning, stacklevel=2)  # fmt: skip
+        _fail(error)
         return None
