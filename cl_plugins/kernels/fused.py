@@ -55,11 +55,11 @@ class NegativeLSE(torch.autograd.Function):
         step = max(1, CHUNK_ELEMENTS // max(1, x.shape[1]))
         for start in range(0, n_rows, step):
             rows = slice(start, start + step)
-            # the chunk's same-label mask, from the two label vectors while the chunk is in cache
-            same = None if plan.labels is None else plan.labels[0][rows, None] == plan.labels[1][None, :]
             if plan.tile_form is not None:  # compiled: map, masks, exp, sums and statistics in one loop
                 s[rows] = _compiled_chunk(x[rows], rows, plan, stats)
                 continue
+            # the chunk's same-label mask, from the two label vectors while the chunk is in cache
+            same = None if plan.labels is None else plan.labels[0][rows, None] == plan.labels[1][None, :]
             if plan.closed:  # exp(phi) and exp(phi) phi' in closed form: no maximum, no exp
                 e, factor = _chunk_exp(x[rows], rows, exclude_cols, logit_map, plan.bias_cols, plan.bias, same)
                 s[rows] = e.sum(dim=1, keepdim=True)

@@ -300,10 +300,11 @@ def finish_forward(ctx, plan: _Plan, stats: NegativeStats | None, outs: list[tor
     return tuple(outs)
 
 
-def refuse_second_derivative() -> None:
+def refuse_second_derivative(kernel: str = "streaming") -> None:
+    """Backward under ``create_graph=True``: these kernels' backward is not differentiable."""
     if torch.is_grad_enabled():
         raise RuntimeError(
-            "the streaming loss kernel has no second derivative (create_graph=True, e.g. a gradient penalty); "
+            f"the {kernel} loss kernel has no second derivative (create_graph=True, e.g. a gradient penalty); "
             "build the loss with kernel='dense' for that"
         )
 

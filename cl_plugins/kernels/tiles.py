@@ -40,11 +40,15 @@ def forward_sums(x: torch.Tensor, row_labels: torch.Tensor | None, col_labels: t
     keep = _kept(x, row_labels, col_labels)
     e = torch.where(keep, e, 0.0)
     col_sums = e.sum(dim=0) if columns else None
+    return e.sum(dim=1), col_sums, _summary(stat, keep)
+
+
+def _summary(stat: torch.Tensor | None, keep: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+    """The statistic's (sum, min, max) over the kept entries, or None without a statistic."""
     if stat is None:
-        return e.sum(dim=1), col_sums, None
+        return None
     low, high = torch.where(keep, stat, torch.inf).amin(), torch.where(keep, stat, -torch.inf).amax()
-    summary = (torch.where(keep, stat, 0.0).sum(), low, high)
-    return e.sum(dim=1), col_sums, summary
+    return torch.where(keep, stat, 0.0).sum(), low, high
 
 
 def gradient_tile(x: torch.Tensor, row_labels: torch.Tensor | None, col_labels: torch.Tensor | None, form: Form,
@@ -65,9 +69,6 @@ def chunk_forward(x: torch.Tensor, row_labels: torch.Tensor | None, col_labels: 
     e, g, stat = form(x, *args, True)
     keep = _kept(x, row_labels, col_labels)
     rows = torch.where(keep, e, 0.0).sum(dim=1)
-    summary = None
-    if stat is not None:
-        low, high = torch.where(keep, stat, torch.inf).amin(), torch.where(keep, stat, -torch.inf).amax()
-        summary = (torch.where(keep, stat, 0.0).sum(), low, high)
+    summary = _summary(stat, keep)
     x.copy_(torch.where(keep, g, 0.0))
     return rows, summary

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .streaming import streaming_negative_lse
+from .streaming import refuse_second_derivative, streaming_negative_lse
 
 if TYPE_CHECKING:
     from ..extension import LogitMap
@@ -88,13 +88,16 @@ if triton is not None:
         return x / tau, 1.0 / tau, tau
 
     @triton.jit
+    def _rows(ptr, idx, n, D, DP: tl.constexpr):
+        """The rows ``idx`` of an [n, D] matrix, padded with zeros to DP columns and past its last row."""
+        d = tl.arange(0, DP)
+        return tl.load(ptr + idx[:, None] * D + d[None, :], mask=(idx[:, None] < n) & (d[None, :] < D), other=0.0)
+
+    @triton.jit
     def _tile(a_ptr, c_ptr, rows, cols, A, M, D, ex_ptr, K: tl.constexpr, la_ptr, lc_ptr, LABELS: tl.constexpr,
               bias_ptr, bias, BIAS: tl.constexpr, MAP: tl.constexpr, p0, p1, p2, p3, DP: tl.constexpr):
         """(masked logits with -inf off the negatives, phi', statistic, negatives mask) of one block."""
-        d = tl.arange(0, DP)
-        a = tl.load(a_ptr + rows[:, None] * D + d[None, :], mask=(rows[:, None] < A) & (d[None, :] < D), other=0.0)
-        c = tl.load(c_ptr + cols[:, None] * D + d[None, :], mask=(cols[:, None] < M) & (d[None, :] < D), other=0.0)
-        x = tl.dot(a, tl.trans(c), input_precision="ieee")
+        x = tl.dot(_rows(a_ptr, rows, A, D, DP), tl.trans(_rows(c_ptr, cols, M, D, DP)), input_precision="ieee")
         logit, deriv, stat = _phi(x, MAP, p0, p1, p2, p3)
         neg = (rows[:, None] < A) & (cols[None, :] < M)
         for k in tl.static_range(K):
@@ -172,8 +175,7 @@ if triton is not None:
             cols = j + tl.arange(0, BM)
             grad = _gradient(a_ptr, c_ptr, rows, cols, A, M, D, ex_ptr, K, la_ptr, lc_ptr, LABELS, bias_ptr, bias,
                              BIAS, MAP, p0, p1, p2, p3, lse_ptr, g_ptr, DP)  # fmt: skip
-            c = tl.load(c_ptr + cols[:, None] * D + d[None, :], mask=(cols[:, None] < M) & (d[None, :] < D), other=0.0)
-            acc += tl.dot(grad, c, input_precision="ieee")
+            acc += tl.dot(grad, _rows(c_ptr, cols, M, D, DP), input_precision="ieee")
         tl.store(out_ptr + rows[:, None] * D + d[None, :], acc, mask=(rows[:, None] < A) & (d[None, :] < D))
 
     @triton.jit
@@ -187,8 +189,7 @@ if triton is not None:
             rows = i + tl.arange(0, BA)
             grad = _gradient(a_ptr, c_ptr, rows, cols, A, M, D, ex_ptr, K, la_ptr, lc_ptr, LABELS, bias_ptr, bias,
                              BIAS, MAP, p0, p1, p2, p3, lse_ptr, g_ptr, DP)  # fmt: skip
-            a = tl.load(a_ptr + rows[:, None] * D + d[None, :], mask=(rows[:, None] < A) & (d[None, :] < D), other=0.0)
-            acc += tl.dot(tl.trans(grad), a, input_precision="ieee")
+            acc += tl.dot(tl.trans(grad), _rows(a_ptr, rows, A, D, DP), input_precision="ieee")
         tl.store(out_ptr + cols[:, None] * D + d[None, :], acc, mask=(cols[:, None] < M) & (d[None, :] < D))
 
 
@@ -267,9 +268,7 @@ class _TritonNegativeLSE(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad, *unused):  # type: ignore[override]
-        if torch.is_grad_enabled():
-            raise RuntimeError("the Triton loss kernel has no second derivative (create_graph=True, e.g. a gradient "
-                               "penalty); build the loss with kernel='dense' for that")  # fmt: skip
+        refuse_second_derivative("Triton")
         a32, c32, lse = ctx.saved_tensors
         spec: _Spec = ctx.spec
         g = grad.float().contiguous()
