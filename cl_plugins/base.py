@@ -62,11 +62,12 @@ class ContrastiveLoss(nn.Module):
             derivative streams), ``"stream"`` (tiles recomputed in backward, no [A, M] buffer:
             :mod:`cl_plugins.kernels.streaming`), or ``"auto"`` (default: on the CPU ``"fused"`` below
             :data:`STREAM_FROM_ELEMENTS` entries, on a GPU ``"dense"`` below :data:`CUDA_STREAM_FROM_ELEMENTS`;
-            ``"stream"`` from there; on a GPU with Triton installed ``"triton"``, flash-style kernels that never
-            write a tile of logits, :mod:`cl_plugins.kernels.triton_lse`; on the CPU a SimCLR block in one process
+            ``"stream"`` from there; on the CPU a SimCLR block in one process
             streams from :data:`SYMMETRIC_STREAM_FROM_ELEMENTS` on, each tile standing for its transpose, when its
-            logits are bounded: :mod:`cl_plugins.kernels.symmetric`). Every strategy but AMCL (which has its own
-            kernel) runs on all of them.
+            logits are bounded: :mod:`cl_plugins.kernels.symmetric`), or ``"triton"`` (flash-style kernels that
+            never write a tile of logits, :mod:`cl_plugins.kernels.triton_lse`: CUDA tensors, Triton installed;
+            exact, but measured slower than ``"stream"`` on an H200, so ``"auto"`` does not take it). Every strategy
+            but AMCL (which has its own kernel) runs on all of them.
         exclude: ``"same_label"`` removes every candidate that shares its anchor's label from the negatives
             (false-negative elimination; the positives are unchanged), given ``labels=`` [N] in each call
             (and ``queue_labels=`` [K] for ``layout="queue"``); labels are gathered with the candidates and
@@ -444,12 +445,11 @@ def _recording_arguments(init: Callable[..., None]) -> Callable[..., None]:
 
 
 def auto_kernel(block: PairBlock) -> str:
-    """``kernel="auto"``'s choice for ``block``: on the CPU the one-buffer kernel, streaming from
-    :data:`STREAM_FROM_ELEMENTS` logits; on a GPU the Triton kernels where Triton imports (not for float64), else the
-    dense path, streaming from :data:`CUDA_STREAM_FROM_ELEMENTS`."""
+    """``kernel="auto"``'s choice for ``block``, from measurements only (docs/gpu.md, docs/benchmarks.md): on the CPU
+    the one-buffer kernel, streaming from :data:`STREAM_FROM_ELEMENTS` logits; on a GPU the dense path, streaming
+    from :data:`CUDA_STREAM_FROM_ELEMENTS`. ``"triton"`` is never chosen by default: measured on an H200 it was
+    slower than the streaming kernel at every size (issue 60), so it runs only when asked for."""
     if block.anchors.device.type == "cuda":
-        if triton_lse.available() and block.anchors.dtype != torch.float64:  # float64 keeps its precision
-            return "triton"
         return "stream" if block.size >= CUDA_STREAM_FROM_ELEMENTS else "dense"
     return "stream" if block.size >= STREAM_FROM_ELEMENTS else "fused"
 

@@ -169,9 +169,7 @@ def test_kernel_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     assert clp.build_loss("dystress").block_kernel(block) == "fused"
     assert clp.build_loss("temperature_free", kernel="dense").block_kernel(block) == "dense"
     assert clp.build_loss("amcl", dim=4).block_kernel(block) == "dense"  # AMCL runs its own kernel
-    # on a GPU without Triton: dense below CUDA_STREAM_FROM_ELEMENTS (the one-buffer kernel is slow there), streaming
-    # from it (with Triton: tests/test_triton.py)
-    monkeypatch.setattr(base.triton_lse, "available", lambda: False)
+    # on a GPU: dense below CUDA_STREAM_FROM_ELEMENTS (the one-buffer kernel is slow there), streaming from it
     for size, expected in ((base.CUDA_STREAM_FROM_ELEMENTS - 1, "dense"), (base.CUDA_STREAM_FROM_ELEMENTS, "stream")):
         on_gpu = SimpleNamespace(size=size, anchors=SimpleNamespace(device=torch.device("cuda", 0)))
         assert clp.build_loss("macl").block_kernel(on_gpu) == expected
