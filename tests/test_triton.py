@@ -123,11 +123,11 @@ def test_auto_never_takes_triton_until_measured_faster() -> None:
 
 def test_refused_in_one_line_where_it_cannot_run(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TRITON_INTERPRET")
-    with pytest.raises(RuntimeError, match="kernel='triton' runs on CUDA tensors") as info:
+    with pytest.raises(ValueError, match="kernel='triton' runs on CUDA tensors") as info:
         clp.build_loss("infonce", kernel="triton")(torch.randn(4, 3), torch.randn(4, 3))
     assert "\n" not in str(info.value)
     monkeypatch.setattr(triton_lse, "triton", None)
-    with pytest.raises(RuntimeError, match=r"pip install 'cl-plugins\[triton\]'"):
+    with pytest.raises(ValueError, match=r"pip install 'cl-plugins\[triton\]'"):
         clp.build_loss("infonce", kernel="triton")(torch.randn(4, 3), torch.randn(4, 3))
 
 

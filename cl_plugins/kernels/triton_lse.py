@@ -54,9 +54,9 @@ def usable_on(device: torch.device) -> bool:
 
 def refuse_unusable(device: torch.device) -> None:
     if not available():
-        raise RuntimeError("kernel='triton' needs the triton package: pip install 'cl-plugins[triton]'")
+        raise ValueError("kernel='triton' needs the triton package: pip install 'cl-plugins[triton]'")
     if not usable_on(device):
-        raise RuntimeError(f"kernel='triton' runs on CUDA tensors (these are on {device}); use kernel='auto' here "
+        raise ValueError(f"kernel='triton' runs on CUDA tensors (these are on {device}); use kernel='auto' here "
                            "(Triton's interpreter, TRITON_INTERPRET=1, runs it on the CPU for tests)")  # fmt: skip
 
 

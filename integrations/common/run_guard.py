@@ -8,11 +8,13 @@ anything else that differs (loss, model, data, shapes) is refused with the list 
 ``OUTPUT/.cl_plugins.lock`` (an ``flock``, released by the kernel the moment its process dies) keeps a
 second process out while a run writes there. Every trainer's ``run`` is wrapped with :func:`guarded`.
 
-Nothing is decided on disk before the run has passed its own checks (arguments, data, checkpoint): the
-claim is *committed* (:func:`commit`, called by the training loop once a resume is loaded, or when the run
-returns) and only then is the manifest written or extended. Until then ``--overwrite`` has only moved the
-previous run aside (``OUTPUT/.cl_plugins_replaced``); a run refused before its commit puts it back and removes
-what it wrote, and a run killed before its commit is rolled back by the next command in the folder.
+Nothing is decided on disk before the run has passed its own checks (arguments, data, checkpoint, and the loss
+called once on the run's first batch): the claim is *committed* (:func:`commit`, called by the training loop once
+a resume is loaded and the loss has run, or when the run returns) and only then is the manifest written or
+extended. The claim is *settled* (:func:`settle`) once the run's first checkpoint is complete, or when it returns:
+until then ``--overwrite`` has only moved the previous run aside (``OUTPUT/.cl_plugins_replaced``), a run that
+fails puts it back and removes what it wrote (a resume's manifest is restored as it was), and a run killed before
+it is rolled back by the next command in the folder.
 """
 
 from __future__ import annotations
@@ -106,7 +108,8 @@ class Claim:
     config: dict[str, Any]
     manifest: dict[str, Any] | None  # the stored run a resume continues (None: a new run)
     before: frozenset[str]  # the folder's entries when the run started (a rollback removes the others)
-    committed: bool = False
+    committed: bool = False  # the manifest is written
+    settled: bool = False  # the run has a checkpoint (or returned): what --overwrite set aside is gone
     may_change: frozenset[str] = MAY_CHANGE  # the settings a resume may change (:func:`may_change`)
 
 
@@ -178,8 +181,16 @@ def commit() -> None:
                 stored.update({k: new for k, (_, new) in extended.items()})
         if claim.manifest is None or extended:
             atomic.write_json(claim.out / MANIFEST, manifest)
-        shutil.rmtree(claim.out / REPLACED, ignore_errors=True)
         claim.committed = True
+
+
+def settle() -> None:
+    """The committed runs of this process have a complete checkpoint (or returned): what ``--overwrite`` set
+    aside goes now, and a failure no longer rolls them back. Called by the training loop after each save."""
+    for claim in _PENDING:
+        if claim.committed and not claim.settled:
+            shutil.rmtree(claim.out / REPLACED, ignore_errors=True)
+            claim.settled = True
 
 
 def _prepare(out: Path) -> bool:
@@ -231,7 +242,7 @@ def guarded(run: F) -> F:
                 atomic.fault_point("run:claimed")
                 return _run_claimed(claim, run, config, *args, **kwargs)
         finally:
-            if created and (claim is None or not claim.committed):
+            if created and (claim is None or not claim.settled):
                 with contextlib.suppress(OSError):
                     out.rmdir()
 
@@ -241,13 +252,17 @@ def guarded(run: F) -> F:
 def _run_claimed(claim: Claim, run: Callable[..., Any], config: Any, *args: Any, **kwargs: Any) -> Any:
     _CLAIMED.add(claim.out)
     _PENDING.append(claim)
+    stored = (claim.out / MANIFEST).read_bytes() if claim.manifest is not None else None
     try:
         result = run(config, *args, **kwargs)
         commit()
+        settle()
         return result
     except BaseException:
-        if not claim.committed:
+        if not claim.settled:
             _roll_back(claim.out, claim.before)
+            if stored is not None:  # a failed resume leaves no trace in the run's record
+                atomic.write_with(claim.out / MANIFEST, lambda tmp: tmp.write_bytes(stored))
         raise
     finally:
         _CLAIMED.discard(claim.out)

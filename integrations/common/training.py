@@ -16,14 +16,18 @@ taken followed the old one).
 
 from __future__ import annotations
 
+import copy
 import math
+import random
 import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
+from accelerate.utils import send_to_device
 from torch import nn
 from tqdm.auto import tqdm
 
@@ -203,6 +207,7 @@ def fit(
     ``records["epoch_loss"]`` (the mean loss of every finished epoch) and whatever the hooks recorded.
     """
     hooks = hooks or Hooks()
+    first_batches = loader  # the loader as built: a batch of it for the probe leaves the prepared one untouched
     model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
     steps_per_epoch = math.ceil(len(loader) / accelerator.gradient_accumulation_steps)
     total = plan.total_steps(steps_per_epoch)
@@ -213,11 +218,13 @@ def fit(
         accelerator.register_for_checkpointing(obj)
     if run.resume and run.checkpoint_dir is not None:
         _resume(accelerator, run.checkpoint_dir, optimizer, scheduler, state, plan, total)
-    run_guard.commit()  # every check passed: from here on the run writes into its folder
-    if run.tracking is not None:
-        start_tracking(accelerator, *run.tracking)
     unwrapped = accelerator.unwrap_model(model)
     clp.set_epoch_length(unwrapped.loss_fn, steps_per_epoch)  # Accelerate steps on a short last accumulation too
+    probe(accelerator, unwrapped, first_batches, hooks.skip_batch)
+    run_guard.commit()  # every check passed: from here on the run writes into its folder
+    atomic.fault_point("run:committed")
+    if run.tracking is not None:
+        start_tracking(accelerator, *run.tracking)
     if hooks.on_start is not None:
         hooks.on_start(state)
     bar = tqdm(total=total, initial=state.step, desc=run.desc,
@@ -234,6 +241,29 @@ def fit(
             _save(accelerator, run.checkpoint_dir, state, plan.keep)  # a plan ending inside an epoch
     bar.close()
     return state
+
+
+def probe(accelerator: Any, model: nn.Module, loader: Any, skip_batch: Callable[[Any], bool] | None = None) -> None:
+    """One forward and backward of a copy of ``model`` on ``loader``'s first batch, on the run's device and under
+    its autocast, with every random state put back afterwards: whatever the loss refuses on the run's real inputs
+    (labels it lacks, the features' width, hard negatives, the kernel on this device) is raised before the run
+    claims its folder, and the run then trains exactly as without the probe."""
+    py_state, np_state = random.getstate(), np.random.get_state()
+    cuda = [torch.cuda.current_device()] if accelerator.device.type == "cuda" else []
+    try:
+        with torch.random.fork_rng(devices=cuda):
+            batch = next(iter(loader), None)
+            if batch is None or (skip_batch is not None and skip_batch(batch)):
+                return
+            trial = copy.deepcopy(model)
+            batch = send_to_device(batch, accelerator.device)
+            with accelerator.autocast():
+                loss = trial(**batch) if isinstance(batch, Mapping) else trial(batch)
+            loss.backward()
+            del trial, loss
+    finally:
+        random.setstate(py_state)
+        np.random.set_state(np_state)
 
 
 def _resume(
@@ -346,6 +376,8 @@ def _save(accelerator: Any, folder: Path, state: RunState, keep: int) -> None:
     """A checkpoint of the run as it is now; then the oldest beyond the newest ``keep`` go (only once the new
     one is complete)."""
     atomic.save_state(accelerator, folder / f"{CHECKPOINT}_{state.step}")
+    if accelerator.is_main_process:
+        run_guard.settle()  # the run has a complete checkpoint: what --overwrite set aside may go
     if not accelerator.is_main_process or keep <= 0:
         return
     complete = [p for p in folder.glob(f"{CHECKPOINT}_*") if p.name.rsplit("_", 1)[1].isdigit()]

@@ -22,6 +22,12 @@ GRAPH = "--dataset MUTAG --seeds 0 --batch_size 64 --hidden 8 --eval_folds 3 --n
 
 #: one thread, fixed: a run and its resume then sum in the same order, which bit-equality needs (a killed-and-resumed
 #: run once differed from the straight one in CI under load, where the BLAS may pick its own thread count)
+def clp_names() -> list[str]:
+    import cl_plugins as clp
+
+    return [name for name in clp.available_losses() if name != "amcl"]  # AMCL needs dim=: its own case below
+
+
 THREADS = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "MKL_DYNAMIC": "FALSE"}
 
 
@@ -232,3 +238,40 @@ def test_mabel_eval_refuses_a_folder_without_a_trained_mlm_head(tmp_path, capsys
     with pytest.raises(SystemExit) as exit_info:
         mabel_eval([str(tmp_path / "final"), "--tasks", "crows"])
     assert exit_info.value.code == 2 and "no trained masked-LM head" in capsys.readouterr().err
+
+
+#: loss arguments every strategy accepts when it is built and that only the loss's first call can refuse (what the
+#: trainer passes decides: labels, hard negatives, the features' width, the device); derived from the registry
+CALL_TIME_MISTAKES = [
+    *[(name, arg) for name in clp_names() for arg in ("exclude=same_label", "positives=label",
+                                                     "hard_negative_weight=0.5", "kernel=triton")],
+    ("amcl", "dim=5"),
+]  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("loss", "arg"), CALL_TIME_MISTAKES, ids=["-".join(c) for c in CALL_TIME_MISTAKES])
+def test_a_loss_refused_at_its_first_call_changes_nothing_on_disk(finished, tmp_path, monkeypatch, capsys, loss, arg):
+    """Issue 61: the loss runs once on the run's first batch before the run claims its folder, so an argument the
+    first call refuses leaves a finished run as it was under --overwrite, and leaves no folder for a new run."""
+    from integrations.console import main
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # kernel='triton' on CPU tensors: refused, as on a user's
+    before = _snapshot(finished)
+    base = ["graphcl-tu", *GRAPH.split(), "--no-progress", "--epochs", "1", "--loss", loss, "--loss_arg", arg]
+    for out, extra in ((finished, ["--overwrite"]), (tmp_path / "new", [])):
+        with pytest.raises(SystemExit) as info:
+            main([*base, "--output_dir", str(out), *extra])
+        err = capsys.readouterr().err
+        assert info.value.code == 2 and err.count("error: ") == 1 and "Traceback" not in err, err
+    assert _snapshot(finished) == before and not (tmp_path / "new").exists()
+
+
+@pytest.mark.slow
+def test_a_run_killed_after_its_commit_before_its_first_checkpoint_gives_the_replaced_run_back(finished):
+    before = _snapshot(finished)
+    killed = _graph(finished, "--epochs", "2", "--loss", "macl", "--overwrite", fault="run:committed")
+    assert killed.returncode == KILLED
+    assert (finished / run_guard.REPLACED).is_dir() and (finished / run_guard.MANIFEST).is_file()
+    _one_line(_graph(finished, "--epochs", "2", "--loss", "macl"), "--overwrite")  # the next command restores it
+    assert _snapshot(finished) == before
