@@ -40,6 +40,8 @@ LOCK = ".cl_plugins.lock"
 #: on); each is applied, and the change is recorded in the manifest's ``resumes``
 MAY_CHANGE = frozenset({"epochs", "max_steps", "stop_after_epochs", "eval_every", "eval_steps", "save_steps",
                         "checkpoint_every", "seeds", "lr", "learning_rate"})  # fmt: skip
+#: the settings of :data:`MAY_CHANGE` that list a run's seeds: a resume may add to them, never drop one
+SEED_LISTS = frozenset({"seeds"})
 #: settings that do not describe the run itself
 NOT_COMPARED = frozenset({"resume", "overwrite", "progress", "log_with", "output_dir", "keep_checkpoints"})
 #: where ``--overwrite`` keeps the previous run until the new one commits
@@ -92,7 +94,16 @@ def may_change(config: Any) -> frozenset[str]:
 
 def _differences(stored: dict[str, Any], given: dict[str, Any], allowed: frozenset[str] = MAY_CHANGE) -> list[str]:
     keys = sorted((set(stored) | set(given)) - allowed - NOT_COMPARED)
-    return [f"{k}: {stored.get(k)!r} -> {given.get(k)!r}" for k in keys if stored.get(k) != given.get(k)]
+    changed = [f"{k}: {stored.get(k)!r} -> {given.get(k)!r}" for k in keys if stored.get(k) != given.get(k)]
+    for key in sorted(allowed & SEED_LISTS & set(stored)):
+        if not set(_as_list(stored[key])) <= set(_as_list(given.get(key))):  # more seeds extend the run; others
+            changed.append(f"{key}: {stored[key]!r} -> {given.get(key)!r} (a resume may add seeds, not drop "
+                           "any: the results would be another run's)")  # fmt: skip
+    return changed
+
+
+def _as_list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
 def _settings(config: Any) -> dict[str, Any]:

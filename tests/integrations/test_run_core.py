@@ -87,6 +87,7 @@ def test_a_refused_resume_and_a_refused_new_run_change_nothing_on_disk(finished,
     before = _snapshot(finished)
     _one_line(_graph(finished, "--epochs", "1", "--loss", "macl", "--resume"), "2 epochs done", "--epochs 1")
     _one_line(_graph(finished, "--epochs", "3", "--loss", "macl", "--resume", "--loss_arg", "tau0=abc"), "tau0")
+    _one_line(_graph(finished, "--epochs", "2", "--loss", "macl", "--resume", "--seeds", "1"), "seeds: [0] -> [1]")
     assert _snapshot(finished) == before  # the manifest too: no resume is recorded for a refused one
     new = tmp_path / "new"
     _one_line(_graph(new, "--epochs", "1", "--loss", "macl", "--loss_arg", "alpha=-5"), "alpha")

@@ -58,6 +58,10 @@ def test_resume_continues_only_the_same_run(tmp_path):
         fake_run(Config(str(tmp_path), resume=True, loss="infonce", lr=0.1, epochs=5, seeds=[0, 1]))
     with pytest.raises(RunConflict, match="holds no run to resume"):
         fake_run(Config(str(tmp_path / "empty"), resume=True))
+    for seeds in ([1], [1, 2], []):  # issue 61: --resume --seeds 1 on a --seeds 0 run reported seed 1 alone
+        with pytest.raises(RunConflict, match=r"seeds: \[0, 1\] -> .*may add seeds, not drop"):
+            fake_run(Config(str(tmp_path), resume=True, lr=0.1, epochs=5, seeds=seeds))
+    assert fake_run(Config(str(tmp_path), resume=True, lr=0.1, epochs=5, seeds=[1, 0, 2])) == "trained"
 
 
 def test_the_lock_keeps_a_second_process_out_and_is_free_the_moment_its_holder_is_killed(tmp_path):
