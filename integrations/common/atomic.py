@@ -12,6 +12,7 @@ only complete folders (:func:`is_complete`, :func:`latest_complete`).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -90,7 +91,7 @@ def publish(tmp: Path, folder: Path) -> None:
     Two processes publishing the same folder (ranks building one cache) both succeed; the last one wins.
     """
     fault_point("save:written")
-    (tmp / MARKER).write_text(json.dumps({"time": time.time()}))
+    (tmp / MARKER).write_text(json.dumps({"time": time.time(), "files": listing(tmp)}))
     fault_point("save:marked")
     try:
         if folder.exists():
@@ -116,6 +117,36 @@ def folder(final: Path) -> Iterator[Path]:
     tmp.mkdir(parents=True)
     yield tmp
     publish(tmp, final)
+
+
+def sha256(path: Path) -> str:
+    with path.open("rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def listing(folder: Path) -> dict[str, list[int | str]]:
+    """Every file under ``folder`` (its marker aside) with its size and SHA-256: what the marker records."""
+    files = (p for p in sorted(folder.rglob("*")) if p.is_file() and p.name != MARKER)
+    return {p.relative_to(folder).as_posix(): [p.stat().st_size, sha256(p)] for p in files}
+
+
+def damage(folder: Path) -> str | None:
+    """What differs between a complete folder and the files its marker lists (missing, added, changed), in a few
+    words naming the file; None when every file is the one that was written."""
+    try:
+        listed = json.loads((folder / MARKER).read_text())["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"{MARKER} (its list of files) is missing or unreadable"
+    found = {p.relative_to(folder).as_posix(): p for p in folder.rglob("*") if p.is_file() and p.name != MARKER}
+    for name in sorted(set(listed) | set(found)):
+        if name not in found:
+            return f"{name} is missing"
+        if name not in listed:
+            return f"{name} was not written with it"
+        size, digest = listed[name]
+        if found[name].stat().st_size != size or sha256(found[name]) != digest:
+            return f"{name} is not the file that was written (its size or SHA-256 differs)"
+    return None
 
 
 def is_complete(path: Path) -> bool:

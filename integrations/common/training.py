@@ -272,6 +272,7 @@ def _resume(
     path = atomic.latest_complete(folder, CHECKPOINT)
     if path is None:
         return
+    _refuse_damaged(folder, path)
     planned_schedule = state.schedule_steps
     resume_from(accelerator, path, optimizer, () if scheduler is None else (scheduler,))
     accelerator.print(f"resumed from {path} (step {state.step}, epoch {state.epoch})")
@@ -287,6 +288,20 @@ def _resume(
                          "taken followed the first schedule, so the result would be no run's. Resume with the "
                          "run's own --epochs / --max_steps (--stop_after_epochs splits a run), or start a new "
                          "run")  # fmt: skip
+
+
+def _refuse_damaged(folder: Path, path: Path) -> None:
+    """One line naming the file when checkpoint ``path`` is not as it was written (nothing of it is read before:
+    Accelerate unpickles parts of a checkpoint), and the older intact checkpoint to fall back to, if any."""
+    problem = atomic.damage(path)
+    if problem is None:
+        return
+    older = [p for p in folder.glob(f"{CHECKPOINT}_*") if p.name.rsplit("_", 1)[1].isdigit() and p != path]
+    older.sort(key=lambda p: int(p.name.rsplit("_", 1)[1]), reverse=True)
+    intact = next((p for p in older if atomic.is_complete(p) and atomic.damage(p) is None), None)
+    fallback = f"remove it to resume from {intact} (intact)" if intact else "start a new run (--overwrite)"
+    raise ValueError(f"--resume: checkpoint {path} is damaged: {problem}; nothing of it was read. Restore the file, "
+                     f"{fallback}")
 
 
 def _train_epoch(

@@ -276,3 +276,66 @@ def test_a_run_killed_after_its_commit_before_its_first_checkpoint_gives_the_rep
     assert (finished / run_guard.REPLACED).is_dir() and (finished / run_guard.MANIFEST).is_file()
     _one_line(_graph(finished, "--epochs", "2", "--loss", "macl"), "--overwrite")  # the next command restores it
     assert _snapshot(finished) == before
+
+
+def _garble(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+DAMAGE = {
+    "deleted": lambda p, marker: p.unlink(),
+    "garbled": lambda p, marker: _garble(p),
+    "truncated": lambda p, marker: p.write_bytes(p.read_bytes()[: p.stat().st_size // 2]),
+    "crafted pickle": lambda p, marker: torch.save({"x": _Exploit(marker)}, p),
+}
+CHECKPOINT_FILES = ("random_states_0.pkl", "custom_checkpoint_0.pkl", "optimizer.bin", "model.safetensors")
+
+
+@pytest.fixture(scope="module")
+def two_checkpoints(data_root, tmp_path_factory) -> Path:
+    """A finished 2-epoch GraphCL TU run that kept both epochs' checkpoints."""
+    out = tmp_path_factory.mktemp("graph") / "two_checkpoints"
+    assert _graph(out, "--epochs", "2", "--keep_checkpoints", "0").returncode == 0
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("damage", list(DAMAGE))
+@pytest.mark.parametrize("name", CHECKPOINT_FILES)
+def test_a_damaged_checkpoint_is_refused_in_one_line_before_anything_of_it_is_read(
+    two_checkpoints, tmp_path, monkeypatch, capsys, damage, name
+):
+    """Issue 61: a checkpoint's marker lists its files (size, SHA-256); --resume verifies them before Accelerate
+    unpickles anything, names the file, and points at the older intact checkpoint."""
+    import shutil
+
+    from integrations.console import main
+
+    out, marker = tmp_path / "run", tmp_path / "pwned"
+    shutil.copytree(two_checkpoints, out)
+    newest, older = sorted((out / "seed_0" / "checkpoints").iterdir(), key=lambda p: int(p.name.split("_")[1]))[::-1]
+    DAMAGE[damage](newest / name, marker)
+    before = _snapshot(out)
+    with pytest.raises(SystemExit) as info:
+        main(["graphcl-tu", *GRAPH.split(), "--no-progress", "--epochs", "3", "--resume", "--output_dir", str(out)])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and err.count("error: ") == 1 and "Traceback" not in err, err
+    assert f"{newest} is damaged: {name}" in err and f"resume from {older} (intact)" in err, err
+    assert not marker.exists() and _snapshot(out) == before
+
+
+def test_a_checkpoint_with_an_added_file_or_without_its_list_is_refused(tmp_path):
+    from integrations.common.training import _refuse_damaged
+
+    for step in (1, 2):
+        with atomic.folder(tmp_path / f"step_{step}") as tmp:
+            (tmp / "model.safetensors").write_bytes(b"weights")
+    assert atomic.damage(tmp_path / "step_2") is None
+    (tmp_path / "step_2" / "extra.pkl").write_bytes(b"x")
+    with pytest.raises(ValueError, match=r"step_2 is damaged: extra.pkl was not written with it; .*step_1 \(intact\)"):
+        _refuse_damaged(tmp_path, tmp_path / "step_2")
+    (tmp_path / "step_1" / atomic.MARKER).write_text("{}")
+    with pytest.raises(ValueError, match=r"its list of files\) is missing or unreadable.*start a new run"):
+        _refuse_damaged(tmp_path, tmp_path / "step_1")
