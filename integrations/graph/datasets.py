@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from integrations.common.atomic import first_line
 from integrations.common.downloads import OFFLINE_VARS, offline
 from integrations.common.paths import ENV, cache_dir, data_root, fingerprint
 
@@ -152,6 +155,47 @@ def pyg_data_classes() -> tuple[type, ...]:
     return Data, DataEdgeAttr, DataTensorAttr, GlobalStorage
 
 
+#: what PyG writes into ``processed/``: the pre-transform's and pre-filter's repr, and the collated data
+PROCESSED_TYPES: dict[str, type] = {"pre_transform.pt": str, "pre_filter.pt": str, "data.pt": tuple}
+
+
+def _checked_processed(folder: Path) -> None:
+    """Remove ``folder`` (PyG's ``processed/``; it is rebuilt from the raw files) unless every file in it loads with
+    ``weights_only=True`` and only PyG's data classes. PyG itself reads ``pre_transform.pt`` with full unpickling
+    and falls back to it for ``data.pt``, so a file planted there could run code; once a file passed this check,
+    it holds nothing but tensors, plain values and those classes, whichever way it is read."""
+    if not folder.is_dir():
+        return
+    for path in sorted(folder.iterdir()):
+        try:
+            with torch.serialization.safe_globals(list(pyg_data_classes())):
+                saved = torch.load(path, map_location="cpu", weights_only=True)
+            expected = PROCESSED_TYPES.get(path.name, object)
+            if not isinstance(saved, expected):
+                raise TypeError(f"a {type(saved).__name__}, where PyG writes a {expected.__name__}")
+        except Exception as exc:  # noqa: BLE001 - whatever is wrong with it, the processed copy is rebuilt
+            warnings.warn(f"rebuilding the graph cache {folder}: {path.name} is unreadable or holds other objects "
+                          f"({type(exc).__name__}: {first_line(exc)})", stacklevel=3)  # fmt: skip
+            shutil.rmtree(folder)
+            return
+
+
+def _open_cached(build: Callable[[], Any], folder: Path) -> Any:
+    """``build()`` (a PyG dataset over the cache) after :func:`_checked_processed`; a processed copy that PyG
+    still cannot read (other objects of the allowed kinds) is removed and rebuilt once from the raw files."""
+    _checked_processed(folder)
+    with torch.serialization.safe_globals(list(pyg_data_classes())):
+        try:
+            return build()
+        except Exception as exc:  # noqa: BLE001
+            if not folder.is_dir():
+                raise
+            warnings.warn(f"rebuilding the graph cache {folder} ({type(exc).__name__}: {first_line(exc)})",
+                          stacklevel=3)  # fmt: skip
+            shutil.rmtree(folder)
+            return build()
+
+
 def load_tu(name: str, *, root: str | Path | None = None, features: str = "auto", max_degree: int = 64) -> Any:
     """A torch-geometric ``TUDataset`` ready for GIN.
 
@@ -169,8 +213,7 @@ def load_tu(name: str, *, root: str | Path | None = None, features: str = "auto"
         raise ValueError(f"features must be one of {FEATURES}, got {features!r}")
     cache = _stage_raw("tu", TU_SUBDIR, name, root)
     try:
-        with torch.serialization.safe_globals(list(pyg_data_classes())):  # PyG's processed file, without pickle
-            dataset = TUDataset(str(cache), name)
+        dataset = _open_cached(lambda: TUDataset(str(cache), name), cache / name / "processed")
     except Exception as err:  # noqa: BLE001 - a failed download surfaces as many error types
         if (cache / name / "raw" / f"{name}_A.txt").exists():
             raise
@@ -195,8 +238,8 @@ def load_planetoid(name: str, *, root: str | Path | None = None, normalize_featu
 
     cache = _stage_raw("planetoid", PLANETOID_SUBDIR, name, root)
     try:
-        with torch.serialization.safe_globals(list(pyg_data_classes())):  # PyG's processed file, without pickle
-            return Planetoid(str(cache), name, transform=T.NormalizeFeatures() if normalize_features else None)
+        transform = T.NormalizeFeatures() if normalize_features else None
+        return _open_cached(lambda: Planetoid(str(cache), name, transform=transform), cache / name / "processed")
     except Exception as err:  # noqa: BLE001
         if (cache / name / "raw").is_dir() and any((cache / name / "raw").iterdir()):
             raise

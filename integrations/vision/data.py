@@ -18,16 +18,21 @@ Where the files are looked for (the data root is ``$CL_PLUGINS_DATA``, see
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
 import pickle
 import tarfile
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
 from integrations.common import atomic
 from integrations.common.paths import ENV, cache_dir, data_root
+
+from .host import CIFAR_MD5
 
 CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 FASHION_MNIST_CLASSES = (
@@ -51,14 +56,53 @@ def _check_split(split: str) -> None:
         raise ValueError(f"split must be 'train' or 'test', got {split!r}")
 
 
-def read_cifar10_batches(folder: str | Path, split: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """The canonical ``cifar-10-batches-py`` pickles: rows of 3072 bytes, channel-major."""
+class _BatchUnpickler(pickle.Unpickler):
+    """Unpickles only what a CIFAR-10 batch holds (a dict of bytes, lists, ints and one uint8 array): any other
+    class or function a file names is refused before it is called, so a crafted batch cannot run code."""
+
+    ALLOWED = frozenset({("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+                         ("numpy", "ndarray"), ("numpy", "dtype"), ("_codecs", "encode")})  # fmt: skip
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in self.ALLOWED:
+            raise pickle.UnpicklingError(f"it names {module}.{name}, which a CIFAR-10 batch never holds")
+        return super().find_class(module, name)
+
+
+def _read_batch(path: Path, md5: str | None) -> dict[bytes, Any]:
+    """One batch file: its MD5 checked first (when the published one is known), then the restricted unpickler."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such CIFAR-10 batch; download CIFAR-10 again (cl-plugins data download "
+                                "cifar10)")  # fmt: skip
+    if md5 is not None:
+        with path.open("rb") as f:
+            found = hashlib.file_digest(f, "md5").hexdigest()
+        if found != md5:
+            raise ValueError(f"{path} is not CIFAR-10's published {path.name} (MD5 {found}, expected {md5}): a "
+                             "damaged or replaced file, never unpickled; download CIFAR-10 again (cl-plugins data "
+                             "download cifar10)")  # fmt: skip
+    try:
+        with path.open("rb") as f:
+            batch = _BatchUnpickler(f, encoding="bytes").load()
+        data, labels = batch[b"data"], batch[b"labels"]
+    except Exception as exc:  # a refused class, a truncated file (EOFError), anything but the format's dict
+        raise ValueError(f"{path} is not a readable CIFAR-10 batch ({type(exc).__name__}: {atomic.first_line(exc)})"
+                         "; download CIFAR-10 again (cl-plugins data download cifar10)") from None  # fmt: skip
+    return {b"data": data, b"labels": labels}
+
+
+def read_cifar10_batches(
+    folder: str | Path, split: str, checksums: Mapping[str, str] | None = CIFAR_MD5
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The canonical ``cifar-10-batches-py`` pickles: rows of 3072 bytes, channel-major.
+
+    Each file is checked against ``checksums`` (default: the published MD5s; None: not checked, for files of one's
+    own in the format) before it is read, and read by an unpickler that admits only the format's types."""
     _check_split(split)
     names = [f"data_batch_{i}" for i in range(1, 6)] if split == "train" else ["test_batch"]
     images, labels = [], []
     for name in names:
-        with open(Path(folder) / name, "rb") as f:
-            batch = pickle.load(f, encoding="bytes")
+        batch = _read_batch(Path(folder) / name, None if checksums is None else checksums.get(name))
         images.append(np.asarray(batch[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32))
         labels.extend(batch[b"labels"])
     return torch.from_numpy(np.concatenate(images)), torch.tensor(labels, dtype=torch.long)

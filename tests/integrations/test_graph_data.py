@@ -225,6 +225,40 @@ def test_processed_graph_datasets_load_without_pickle(data_root):
         assert len(load_tu("MUTAG")) == 188 and load_planetoid("Cora")[0].num_nodes == 2708
 
 
+class _Exploit:
+    """Unpickling this runs code (``builtins.exec`` writes a marker file): what a planted cache file could do."""
+
+    def __init__(self, marker) -> None:
+        self.marker = marker
+
+    def __reduce__(self):  # noqa: ANN204
+        return (exec, (f"open({str(self.marker)!r}, 'w').write('pwned')",))
+
+
+def _processed_dirs(cache_root, kind: str, name: str) -> list:
+    return sorted((cache_root / kind).glob(f"*/{name}/processed"))
+
+
+@pytest.mark.parametrize("planted", ["data.pt", "pre_transform.pt", "pre_filter.pt"])
+@pytest.mark.parametrize(("kind", "name"), [("tu", "MUTAG"), ("planetoid", "Cora")])
+def test_a_planted_processed_file_never_runs_and_the_cache_is_rebuilt(data_root, tmp_path, monkeypatch, kind, name,
+                                                                     planted):  # fmt: skip
+    """Issue 61: PyG falls back to full unpickling for data.pt and always unpickles pre_transform.pt, so a crafted
+    file in our cache ran its code; garbage there gave a traceback. Both are now rebuilt from the raw files."""
+    monkeypatch.setenv("CL_PLUGINS_CACHE", str(tmp_path / "cache"))
+    load = (lambda: load_tu(name)) if kind == "tu" else (lambda: load_planetoid(name))
+    expected = load()[0]
+    (processed,) = _processed_dirs(tmp_path / "cache", kind, name)
+    marker = tmp_path / "pwned"
+    for content in (lambda p: torch.save(_Exploit(marker), p), lambda p: p.write_bytes(b"garbage"),
+                    lambda p: torch.save(torch.zeros(3), p)):  # fmt: skip
+        content(processed / planted)
+        with pytest.warns(UserWarning, match="rebuilding the graph cache"):
+            got = load()[0]
+        assert not marker.exists()
+        assert torch.equal(got.x, expected.x) and torch.equal(got.edge_index, expected.edge_index)
+
+
 @pytest.mark.parametrize(("flag", "value"), [("--epochs", "0"), ("--epochs", "-2"), ("--tau", "0"), ("--tau", "nan"),
                                              ("--lr", "-2"), ("--lr", "nan")])  # fmt: skip
 def test_grace_preset_overrides_are_positive_or_the_preset(flag, value, data_root, tmp_path, capsys):

@@ -8,6 +8,7 @@ import io
 import math
 import pickle
 import tarfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from torch import nn
 import cl_plugins as clp
 from integrations.vision import augment as A
 from integrations.vision.data import (
+    load_cifar10,
     long_tail_counts,
     long_tail_indices,
     read_cifar10_batches,
@@ -273,11 +275,45 @@ def test_cifar_python_batches_are_read_channel_major(tmp_path):
         data = rng.integers(0, 256, size=(n, 3072), dtype=np.uint8)
         with open(tmp_path / name, "wb") as f:
             pickle.dump({b"data": data, b"labels": list(range(n))}, f)
-    x, y = read_cifar10_batches(tmp_path, "test")
+    x, y = read_cifar10_batches(tmp_path, "test", checksums=None)  # files of our own: not the published ones
     raw = pickle.load(open(tmp_path / "test_batch", "rb"))[b"data"]
     assert x.shape == (2, 3, 32, 32) and y.tolist() == [0, 1]
     assert x[1, 2, 0, 5] == raw[1, 2 * 1024 + 5]  # channel-major rows: R plane, G plane, B plane
-    assert read_cifar10_batches(tmp_path, "train")[0].shape == (15, 3, 32, 32)
+    assert read_cifar10_batches(tmp_path, "train", checksums=None)[0].shape == (15, 3, 32, 32)
+    with pytest.raises(ValueError, match=r"test_batch is not CIFAR-10's published test_batch \(MD5 .*never unpickled"):
+        read_cifar10_batches(tmp_path, "test")  # the default: the published checksums
+
+
+class _Exploit:
+    """Unpickling this runs code (it writes a marker file)."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):  # noqa: ANN204
+        return (Path.write_text, (self.marker, "pwned"))
+
+
+@pytest.mark.parametrize("checksums", [None, {"test_batch": "0" * 32}], ids=["unchecked", "checksummed"])
+def test_a_crafted_cifar_batch_never_runs(tmp_path, monkeypatch, checksums):
+    """Issue 61: a data_batch planted under CL_PLUGINS_DATA ran its code when unpickled."""
+    marker = tmp_path / "pwned"
+    with open(tmp_path / "test_batch", "wb") as f:
+        pickle.dump({b"data": _Exploit(marker), b"labels": [0]}, f)
+    with pytest.raises(ValueError, match="test_batch") as info:
+        read_cifar10_batches(tmp_path, "test", checksums=checksums)
+    assert not marker.exists() and "\n" not in str(info.value)
+    (tmp_path / "test_batch").write_bytes(b"\x80\x04trunc")
+    with pytest.raises(ValueError, match="not a readable CIFAR-10 batch"):
+        read_cifar10_batches(tmp_path, "test", checksums=None)
+    root = tmp_path / "root" / "images" / "cifar-10-batches-py"
+    root.mkdir(parents=True)
+    with open(root / "test_batch", "wb") as f:
+        pickle.dump({b"data": _Exploit(marker), b"labels": [0]}, f)
+    monkeypatch.setenv("CL_PLUGINS_DATA", str(tmp_path / "root"))
+    with pytest.raises(ValueError, match="MD5"):
+        load_cifar10("test")
+    assert not marker.exists()
 
 
 def test_image_folder_tar_is_decoded_with_class_indices(tmp_path):
