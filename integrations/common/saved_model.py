@@ -18,13 +18,19 @@ is refused with one line naming the path, what was expected and what was found.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from . import atomic
+
+T = TypeVar("T")
+#: the top-level keys of ``cl_plugins.json``, and the type each holds
+KEYS: dict[str, type] = {"format": str, "version": int, "trainer": str, "model": dict, "run": dict, "records": dict}
 
 INFO = "cl_plugins.json"
 WEIGHTS = "model.safetensors"
@@ -100,8 +106,95 @@ def read_info(path: str | Path, trainers: Iterable[str], what: str) -> SavedMode
         raise ValueError(f"{folder} is saved-model version {info.get('version')}; this cl-plugins reads {VERSION}")
     if info["trainer"] not in trainers:
         raise ValueError(f"{path} is not {expected}: it was written by {info['trainer']}")
-    return SavedModel(folder, info["trainer"], dict(info.get("model") or {}), dict(info.get("run") or {}),
-                      dict(info.get("records") or {}))  # fmt: skip
+    _check_keys(info, folder / INFO)
+    return SavedModel(folder, info["trainer"], info["model"], info["run"], info.get("records") or {})
+
+
+def _check_keys(info: dict[str, Any], where: Path) -> None:
+    """Every key of :data:`KEYS` but ``records`` present with its type, and no other (an edited or foreign file)."""
+    extra = sorted(set(info) - set(KEYS))
+    if extra:
+        raise ValueError(f"{where} has keys {extra} that no cl-plugins saved model has; it was edited or written by "
+                         "something else")  # fmt: skip
+    for key, kind in KEYS.items():
+        if key not in info and key != "records":
+            raise ValueError(f"{where} lacks {key!r}; it was edited or cut short")
+        if key in info and not isinstance(info[key], kind):
+            json_kind = "an object" if kind is dict else f"a {kind.__name__}"
+            raise ValueError(f"{where}: {key!r} must be {json_kind}, got {type(info[key]).__name__}")
+
+
+def run_config(saved: SavedModel, config_cls: type[T], **overrides: Any) -> T:
+    """The run's configuration rebuilt from ``cl_plugins.json``'s ``run`` (``overrides`` replacing some settings),
+    or one line naming the file and the setting: unknown settings and values of another type than the setting's
+    default are refused, and so is whatever the configuration's own checks refuse."""
+    where, fields = saved.path / INFO, {f.name: f for f in dataclasses.fields(config_cls) if f.init}  # type: ignore[arg-type]
+    unknown = sorted(set(saved.run) - set(fields))
+    if unknown:
+        raise ValueError(f"{where}: its run has settings {unknown} that {config_cls.__name__} does not have; it was "
+                         "edited or written by another version")  # fmt: skip
+    for name, value in saved.run.items():
+        default = fields[name].default
+        if default is dataclasses.MISSING or default is None or value is None:
+            continue
+        kinds = (int, float) if type(default) is float else (type(default),)
+        if not isinstance(value, kinds) or (isinstance(value, bool) and type(default) is not bool):
+            raise ValueError(f"{where}: run setting {name!r} must be a {type(default).__name__}, got {value!r}")
+    try:
+        return config_cls(**{**saved.run, **overrides})
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{where}: its run settings are not a valid {config_cls.__name__}: "
+                         f"{atomic.first_line(exc)}") from None  # fmt: skip
+
+
+@contextlib.contextmanager
+def _at_most(tensors: int, where: Path) -> Iterator[None]:
+    """Abort a module's construction once it registers more than ``tensors`` parameters and buffers (a description
+    asking for a million layers stops at the weights' own count, long before it is built)."""
+    from torch.nn.modules import module as nn_module
+
+    count = [0]
+
+    def hook(*_: Any) -> None:
+        count[0] += 1
+        if count[0] > tensors:
+            raise ValueError(f"{where} describes a model with more tensors than its {WEIGHTS} holds ({tensors})")
+
+    handles = [nn_module.register_module_parameter_registration_hook(hook),
+               nn_module.register_module_buffer_registration_hook(hook)]  # fmt: skip
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def build(saved: SavedModel, factory: Callable[[], Any], what: str, *, strict: bool = True) -> Any:
+    """``factory()`` (a module built from ``saved.model`` / the run), first on the ``meta`` device, where nothing
+    is allocated and construction stops beyond the weights' tensor count; its names and shapes are compared with
+    the weights (``strict``: the same names; otherwise the shapes of the names both have), then it is built for
+    real. A description that does not build, or builds other shapes, is refused in one line naming the file,
+    before any memory is spent on it."""
+    import torch
+
+    where = saved.path / INFO
+    try:
+        with torch.device("meta"), _at_most(2 * len(saved.weights) + 16, where):  # a tensor may be registered twice
+            shell = factory()
+    except (KeyError, TypeError, IndexError, AttributeError, RuntimeError, ValueError) as exc:
+        if str(exc).startswith(str(where)):
+            raise
+        raise ValueError(f"{where} does not describe a {what} that can be built ({type(exc).__name__}: "
+                         f"{atomic.first_line(exc)})") from None  # fmt: skip
+    expected = {k: tuple(v.shape) for k, v in shell.state_dict().items()}
+    found = {k: tuple(v.shape) for k, v in saved.weights.items()}
+    common = set(expected) & set(found)
+    names = sorted(set(expected) ^ set(found)) if strict else ([] if common else sorted(found))  # names first
+    names = names or [k for k in sorted(common) if found[k] != expected[k]]  # then shapes
+    if names:
+        raise ValueError(f"{where} describes a {what} whose weights differ from {saved.path / WEIGHTS} (first at "
+                         f"{names[0]}: {expected.get(names[0])} described, {found.get(names[0])} saved)")  # fmt: skip
+    return factory()
 
 
 def read(path: str | Path, trainers: Iterable[str], what: str) -> SavedModel:

@@ -80,7 +80,7 @@ def evaluate_molecule(args: argparse.Namespace) -> dict[str, Any]:
     from .graphcl_transfer import TransferConfig, run
 
     saved = saved_model.read_info(args.checkpoint, ("graphcl_transfer",), "GraphCL pre-training folder")
-    config = TransferConfig(**{**saved.run, "datasets": args.datasets, "runseeds": args.runseeds})
+    config = saved_model.run_config(saved, TransferConfig, datasets=args.datasets, runseeds=args.runseeds)
     config.input_model, config.finetune_epochs, config.output_dir = args.checkpoint, args.epochs, args.output_dir
     out = run(config)["datasets"]
     return {name: {k: v for k, v in entry.items() if k != "runs"} for name, entry in out.items()}

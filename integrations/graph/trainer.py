@@ -75,8 +75,8 @@ def load_run_model(path: str | Path, trainer: str, config_cls: type,
                    build_model: Callable[[Any, int], nn.Module]) -> tuple:
     """(config, model) rebuilt from a :func:`save_run_model` folder with the trainer's ``build_model``."""
     saved = saved_model.read(path, (trainer,), f"{trainer} run model")
-    config = config_cls(**saved.run)
-    model = build_model(config, saved.model["num_features"])
+    config = saved_model.run_config(saved, config_cls)
+    model = saved_model.build(saved, lambda: build_model(config, saved.model["num_features"]), f"{trainer} model")
     saved_model.load_into(model, saved.weights, saved.path, f"{trainer} model")
     return config, model
 

@@ -180,8 +180,9 @@ def load_backbone(path: str | Path) -> tuple[ResNet, dict[str, Any]]:
     """(backbone, its ``model`` arguments) of a :func:`save_backbone` folder (safetensors: nothing unpickled)."""
     saved = saved_model.read(path, ("vision",), "pre-trained backbone")
     meta = saved.model
-    net = build_resnet(meta["arch"], cifar_stem=meta["cifar_stem"], width=meta["width"],
-                       in_channels=meta["in_channels"])  # fmt: skip
+    net = saved_model.build(saved, lambda: build_resnet(meta["arch"], cifar_stem=meta["cifar_stem"],
+                                                        width=meta["width"], in_channels=meta["in_channels"]),
+                            "ResNet backbone", strict=False)  # its weights may be in torchvision's names  # fmt: skip
     load_torchvision_state(net, saved.weights, saved.path)
     return net, {**meta, "pretraining": saved.run}
 

@@ -152,3 +152,67 @@ def test_sentence_transformers_embeds_as_our_evaluator(tiny_encoder, tmp_path, p
     np.testing.assert_allclose(theirs, ours, rtol=1e-5, atol=1e-5)
     info = json.loads((tmp_path / "final" / saved_model.INFO).read_text())
     assert info["trainer"] == "simcse" and info["model"]["pooler"] == pooler
+
+
+def _graph_model(folder: Path) -> Path:
+    from integrations.graph.graphcl_tu import TUConfig, build_model
+    from integrations.graph.trainer import save_run_model
+
+    config = TUConfig(output_dir=str(folder.parent / "run"), hidden=8, num_layers=2)
+    save_run_model(folder, "graphcl_tu", config, 7, build_model(config, 7))
+    return folder
+
+
+def _edit(folder: Path, change) -> None:  # noqa: ANN001
+    info = json.loads((folder / saved_model.INFO).read_text())
+    change(info)
+    (folder / saved_model.INFO).write_text(json.dumps(info))
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        (lambda i: i.pop("model"), "lacks 'model'"),
+        (lambda i: i.update(model=[]), "'model' must be an object, got list"),
+        (lambda i: i.update(extra=1), "keys ['extra'] that no cl-plugins saved model has"),
+        (lambda i: i["model"].pop("num_features"), "KeyError: 'num_features'"),
+        (lambda i: i["model"].update(num_features="seven"), "does not describe a graphcl_tu model that can be built"),
+        (lambda i: i["model"].update(num_features=10**9), "(first at encoder."),
+        (lambda i: i["model"].update(num_features=-3), "does not describe a graphcl_tu model"),
+        (lambda i: i["run"].update(hidden=10**7), "(first at encoder."),
+        (lambda i: i["run"].update(num_layers=10**6), "more tensors than its model.safetensors holds"),
+        (lambda i: i["run"].update(hidden="wide"), "run setting 'hidden' must be a int, got 'wide'"),
+        (lambda i: i["run"].update(surprise=True), "settings ['surprise'] that TUConfig does not have"),
+        (lambda i: i["run"].update(loss="bogus"), "model that can be built (ValueError: unknown loss 'bogus'"),
+    ],
+)
+def test_a_crafted_description_is_refused_before_any_module_is_built(tmp_path, change, named):
+    """Issue 61: KeyErrors and TypeErrors, and sizes that allocated gigabytes before the weights were compared."""
+    import time
+
+    from integrations.graph.graphcl_tu import TUConfig, build_model
+    from integrations.graph.trainer import load_run_model
+
+    folder = _graph_model(tmp_path / "model")
+    assert load_run_model(folder, "graphcl_tu", TUConfig, build_model)[0].hidden == 8
+    _edit(folder, change)
+    start = time.perf_counter()
+    with pytest.raises(ValueError) as info:
+        load_run_model(folder, "graphcl_tu", TUConfig, build_model)
+    assert named in str(info.value) and "\n" not in str(info.value) and time.perf_counter() - start < 10
+
+
+@pytest.mark.parametrize(("change", "named"), [({"width": 10**7}, r"\(first at "), ({"arch": "resnet9"}, "resnet9"),
+                                               ({"in_channels": "three"}, "can be built")])  # fmt: skip
+def test_a_crafted_backbone_description_is_refused_before_it_allocates(change, named, tmp_path):
+    import shutil
+
+    from integrations.vision.train import load_backbone
+
+    folder = tmp_path / "backbone"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "fixtures" / "cuda_saved" / "vision" / "backbone", folder)
+    load_backbone(folder)
+    _edit(folder, lambda info: info["model"].update(change))
+    with pytest.raises(ValueError, match=named) as info:
+        load_backbone(folder)
+    assert "\n" not in str(info.value)
