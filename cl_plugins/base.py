@@ -20,7 +20,7 @@ from torch import nn
 from .distributed import ProcessesDisagree, all_reduce_sum, is_distributed, refuse_on_every_rank, world_size
 from .extension import LazyLogits, LogitMap, Pairs, softplus
 from .kernels import triton_lse
-from .layouts import LAYOUTS, Labels, PairBlock, at_least_float32, build_blocks, unit_rows
+from .layouts import LAYOUTS, Labels, NoNegatives, PairBlock, at_least_float32, build_blocks, unit_rows
 from .validation import ArgumentTypeError, check_choice, check_pair, check_range, check_similarity
 
 Reduction = Literal["mean", "sum", "none"]
@@ -68,6 +68,9 @@ class ContrastiveLoss(nn.Module):
             never write a tile of logits, :mod:`cl_plugins.kernels.triton_lse`: CUDA tensors, Triton installed;
             exact, but measured slower than ``"stream"`` on an H200, so ``"auto"`` does not take it). Every strategy
             but AMCL (which has its own kernel) runs on all of them.
+        strict: refuse a batch in which no anchor has a negative (a batch of one, every label the same) instead
+            of returning its defined loss, 0 with zero gradients (``stats["rows_without_negative"]`` counts such
+            rows); the decoupled forms and FlatNCE refuse it always (default: False).
         exclude: ``"same_label"`` removes every candidate that shares its anchor's label from the negatives
             (false-negative elimination; the positives are unchanged), given ``labels=`` [N] in each call
             (and ``queue_labels=`` [K] for ``layout="queue"``); labels are gathered with the candidates and
@@ -119,6 +122,9 @@ class ContrastiveLoss(nn.Module):
     presets: ClassVar[dict[str, dict[str, Any]]] = {}
     #: the pair layouts the strategy supports
     layouts: ClassVar[tuple[str, ...]] = LAYOUTS
+    #: the loss of an anchor without negatives is defined (0: the log-sum-exp over its positive alone is the
+    #: positive's logit); False where the denominator holds no positive (FlatNCE; every decoupled form)
+    defined_without_negatives: ClassVar[bool] = True
 
     @classmethod
     def host_temperature(cls, tau: float) -> dict[str, Any]:
@@ -146,6 +152,7 @@ class ContrastiveLoss(nn.Module):
         positives: str | None = None,
         positive_form: str = "out",
         compile_maps: bool | None = None,
+        strict: bool = False,
     ) -> None:
         super().__init__()
         self.layout = check_choice("layout", layout, LAYOUTS)
@@ -170,6 +177,7 @@ class ContrastiveLoss(nn.Module):
             raise ValueError("positives='label' already counts every same-label candidate as a positive (no negative): "
                              "drop exclude='same_label'")  # fmt: skip
         self.compile_maps = None if compile_maps is None else bool(compile_maps)
+        self.strict = bool(strict)
         if self.positives is None and self.positive_form != "out":
             raise ValueError(f"positive_form={positive_form!r} applies to positives='label' only: pass it too")
         self._stats: dict[str, list[torch.Tensor | float]] = {}
@@ -235,6 +243,8 @@ class ContrastiveLoss(nn.Module):
             # the layout's own argument checks run before its first gather
             blocks = self.blocks(u1, u2, queue=queue, hard_negatives=hard_negatives, normalized=True, labels=labels,
                                  queue_labels=queue_labels)  # fmt: skip
+        except NoNegatives as exc:
+            return self.without_negatives(exc, z1, z2, hard_negatives)  # every rank sees the same global batch
         except ProcessesDisagree:
             raise  # every rank raises this one together
         except (ValueError, TypeError):
@@ -272,9 +282,71 @@ class ContrastiveLoss(nn.Module):
             neg = ~pos_mask if neg_mask is None else neg_mask
         check_choice("average", average, ("row", "pair"))
         self._stats = {}
+        keep = neg.any(dim=1)
+        if not bool(keep.all()):
+            return self._some_rows_without_negatives(sim, pos_mask, neg, keep, average)
         pairs = Pairs.from_masks(pos_mask, neg, average)
         per_anchor = self.pairs_loss(at_least_float32(sim), pairs)
         return self._reduce(per_anchor, global_batch=False)
+
+    def _some_rows_without_negatives(
+        self, sim: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor, keep: torch.Tensor, average: str
+    ) -> torch.Tensor:
+        """:meth:`from_similarity` where some rows have no negative: each of them (or each of its pairs) is 0 with
+        zero gradient, the others are the loss of the rows that have negatives (batch statistics over those)."""
+        rows = (~keep).nonzero().flatten()[:5].tolist()
+        refused = self._refused_without_negatives()
+        if refused:
+            raise ValueError(f"rows {rows} have no negative; {refused}: every anchor needs at least one negative "
+                             "(add negatives to neg_mask, or drop those rows)")  # fmt: skip
+        per_item = keep if average == "row" else keep.repeat_interleave(pos.sum(dim=1))  # rows, or pairs row-major
+        sim = at_least_float32(sim)
+        full = sim.new_zeros(per_item.shape[0]) + 0.0 * sim.sum()
+        if bool(keep.any()):
+            kept = self.pairs_loss(sim[keep], Pairs.from_masks(pos[keep], neg[keep], average))
+            full = full.masked_scatter(per_item, kept)
+        self.record(rows_without_negative=float((~keep).sum()))
+        return self._reduce(full, global_batch=False)
+
+    def _refused_without_negatives(self) -> str:
+        """Why an anchor without negatives is refused here ("" where its loss is defined: 0)."""
+        if self.strict:
+            return "refused under strict=True"
+        if self.decoupled or not self.defined_without_negatives:
+            form = f"{self.name}{' (decoupled)' if self.decoupled else ''}"
+            return f"{form} has no positive in its denominator, which is then empty: its loss is undefined"
+        return ""
+
+    def without_negatives(self, exc: NoNegatives, z1: torch.Tensor, *tied: torch.Tensor | None) -> torch.Tensor:
+        """The loss of a batch in which no anchor has a negative: 0 per anchor, with zero gradients for the inputs
+        and the strategy's parameters (so that every parameter has one, as DDP expects); ``stats`` count the rows
+        (``rows_without_negative``). Raises ``exc`` with ``strict=True`` and where the loss is undefined there
+        (:attr:`defined_without_negatives`, the decoupled forms)."""
+        refused = self._refused_without_negatives()
+        if refused:
+            raise ValueError(f"{exc}; {refused}: use a batch of at least 2 with two labels") from None
+        rows = z1.shape[0] * (2 if self.layout in ("simclr", "grace") or self.symmetric else 1)
+        dtype = torch.promote_types(z1.dtype, torch.float32)  # the loss's dtype on these inputs
+        tie = sum((0.0 * t.sum().to(dtype) for t in (z1, *tied, *self.parameters()) if t is not None
+                   and t.requires_grad), torch.zeros((), device=z1.device, dtype=dtype))  # fmt: skip
+        self._stats = {}
+        self.record(rows_without_negative=float(rows))
+        return self._reduce(torch.zeros(rows, device=z1.device, dtype=dtype) + tie, global_batch=False)
+
+    def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
+        """``nn.Module.load_state_dict``, with a state of another strategy (or another configuration: AMCL's heads)
+        refused in one line that says what differs, before anything is loaded."""
+        if strict and hasattr(state_dict, "keys"):
+            own = {k: tuple(v.shape) for k, v in self.state_dict().items()}
+            given = {k: tuple(getattr(v, "shape", ())) for k, v in state_dict.items()}
+            if own != given:
+                missing, unexpected = sorted(own.keys() - given.keys()), sorted(given.keys() - own.keys())
+                shapes = [f"{k} {given[k]} for {own[k]}" for k in sorted(own.keys() & given.keys())
+                          if own[k] != given[k]]  # fmt: skip
+                raise ValueError(f"this state_dict is not a {self.name} loss's as built (missing {missing[:4]}, "
+                                 f"unexpected {unexpected[:4]}, shapes {shapes[:2]}): load it into the strategy and "
+                                 "arguments that saved it")  # fmt: skip
+        return super().load_state_dict(state_dict, strict=strict, assign=assign)
 
     @property
     def stats(self) -> dict[str, float]:

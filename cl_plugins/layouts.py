@@ -32,6 +32,14 @@ from .distributed import check_agreement, gather_no_grad, gather_with_grad, is_d
 from .extension import LazyLogits
 from .validation import check_embeddings, check_feature_dim, check_integer_labels, check_rows, check_same
 
+
+class NoNegatives(ValueError):
+    """No anchor of the batch has a negative (a batch of one; every label the same under ``exclude="same_label"``
+    or ``positives="label"``). The standard forms' loss is then defined: each anchor's log-sum-exp runs over its
+    positive alone and equals the positive's logit, so every term is 0 with zero gradient; the decoupled forms'
+    denominator is empty. :class:`cl_plugins.ContrastiveLoss` returns that 0, or raises this with ``strict=True``
+    and for the decoupled forms."""
+
 LAYOUTS = ("simclr", "grace", "cross_view", "queue")
 
 
@@ -190,9 +198,16 @@ class Labels:
 
     @staticmethod
     def refuse_anchors_without_negatives(anchors: torch.Tensor, candidates: torch.Tensor) -> None:
-        """One line, the same on every process (both label vectors span the global batch), when an anchor's
-        label covers every candidate: no negative would be left to it."""
-        if bool((candidates == candidates[0]).all() & (anchors == candidates[0]).any()):  # one host sync
+        """Raise, the same on every process (both label vectors span the global batch), when an anchor's label
+        covers every candidate: no negative would be left to it. :class:`NoNegatives` when that holds for every
+        anchor (the loss is then defined: see :class:`NoNegatives`), a plain one-line error when only for some."""
+        one_label = candidates == candidates[0]
+        some, every = (anchors == candidates[0]).any(), (anchors == candidates[0]).all()
+        found = torch.stack([one_label.all() & some, one_label.all() & every]).tolist()  # one host sync
+        if found[1]:
+            raise NoNegatives(f"with labels= every anchor and candidate has label {int(candidates[0])}: no anchor has "
+                              "a negative")  # fmt: skip
+        if found[0]:
             raise ValueError(f"with labels= an anchor of label {int(candidates[0])} has no negative: "
                              "every candidate shares its label; use a larger or more varied batch (or queue)")
 
@@ -286,7 +301,7 @@ def build_blocks(
     (``exclude="same_label"``) travel into the blocks as [A] and [M] vectors, gathered like the candidates.
     """
     if labels is not None:
-        _check_labels(layout, labels, z1.shape[0], None if queue is None else queue.shape[0])
+        _check_labels(layout, labels, z1.shape[0], None if queue is None else queue.shape[0], z1.device)
     blocks = _build(layout, z1, z2, symmetric=symmetric, queue=queue, hard_negatives=hard_negatives, gather=gather,
                     tag=tag, labels=labels)  # fmt: skip
     for block in blocks:
@@ -294,7 +309,7 @@ def build_blocks(
     return blocks
 
 
-def _check_labels(layout: str, labels: Labels, n: int, queue_rows: int | None) -> None:
+def _check_labels(layout: str, labels: Labels, n: int, queue_rows: int | None, device: torch.device) -> None:
     """One integer label per pair (and per queue row), or one line saying what is wrong."""
     for name, y, rows in (("labels", labels.y, n), ("queue_labels", labels.queue, queue_rows)):
         if y is None:
@@ -307,6 +322,9 @@ def _check_labels(layout: str, labels: Labels, n: int, queue_rows: int | None) -
             raise ValueError(f"{name} must be a 1-D tensor with one label per {what}"
                              f"{f' ({rows})' if rows is not None else ''}, got {got}")  # fmt: skip
         check_integer_labels(y, name)
+        if y.device != device:
+            raise ValueError(f"{name} is on {y.device} but the features are on {device}; move both to one device "
+                             f"({name}.to(z1.device))")  # fmt: skip
     if labels.queue is not None and layout != "queue":
         raise ValueError(f"layout={layout!r} does not use queue_labels=; they label a queue (layout='queue')")
 
@@ -350,7 +368,7 @@ def _build(
                 f"layout={layout!r} takes neither queue= nor hard_negatives=; use layout='queue' or layout='cross_view'"
             )
         if too_few:
-            raise ValueError(
+            raise NoNegatives(
                 f"layout={layout!r} needs a batch of at least 2 (got {n}): with one sample an anchor has no negative"
             )
         return _simclr(z1, z2, gather_fn, labels)
@@ -368,7 +386,7 @@ def _build(
             if symmetric:
                 raise ValueError("hard_negatives is supported with symmetric=False (SimCSE's direction)")
         elif too_few:
-            raise ValueError(
+            raise NoNegatives(
                 "layout='cross_view' needs a batch of at least 2 (got 1): one anchor has no negative; "
                 "pass hard_negatives= or use a larger batch"
             )

@@ -25,8 +25,8 @@ def test_common_input_errors(name):
     z[2] = 0
     with pytest.raises(ValueError, match="all-zero rows \\[2\\]"):
         f(_z(), z)
-    with pytest.raises(ValueError, match="at least 2"):
-        f(_z(1), _z(1))
+    with pytest.raises(ValueError, match="at least 2"):  # a batch of one: refused on request (its loss is 0)
+        clp.build_loss(name, strict=True)(_z(1), _z(1))
     with pytest.raises(TypeError, match="torch.Tensor"):
         f([[1.0, 2.0]], _z())
     with pytest.raises(ValueError, match="\\[N, D\\]"):
@@ -50,10 +50,10 @@ def test_from_similarity_errors():
         p = pos.clone()
         p[1, 0] = False
         f.from_similarity(sim, p)
-    with pytest.raises(ValueError, match="no negative"):
+    with pytest.raises(ValueError, match="no negative; refused under strict=True"):
         neg = ~pos
         neg[2] = False
-        f.from_similarity(sim, pos, neg)
+        clp.build_loss("infonce", strict=True).from_similarity(sim, pos, neg)
     with pytest.raises(ValueError, match="overlap"):
         f.from_similarity(sim, pos, torch.ones(3, 4, dtype=torch.bool))
     with pytest.raises(TypeError, match="torch.bool"):
@@ -192,3 +192,19 @@ def test_sentence_transformers_scale_must_be_a_positive_number():
     for scale in (0, -20.0, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="scale must be a finite number > 0"):
             StrategyRankingLoss(torch.nn.Linear(2, 2), "infonce", scale=scale)
+
+
+def test_issue_61_api_inputs_get_one_line():
+    """Tracebacks or lines that named nothing, found by issue 61's survey."""
+    loss_fn = clp.build_loss("infonce", exclude="same_label")
+    with pytest.raises(ValueError, match="labels is on meta but the features are on cpu") as info:
+        loss_fn(_z(), _z(), labels=torch.zeros(4, dtype=torch.long, device="meta"))
+    with pytest.raises(ValueError, match=r"sim has no entries \(shape \(0, 4\)\)"):
+        clp.build_loss("infonce").from_similarity(torch.empty(0, 4), torch.zeros(0, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"not a macl loss's as built \(missing \[\], unexpected \['log_tau'\]"):
+        clp.build_loss("macl").load_state_dict(clp.build_loss("learnable").state_dict())
+    small, large = (clp.build_loss("amcl", dim=d) for d in (4, 6))
+    with pytest.raises(ValueError, match=r"not a amcl loss's as built .*shapes \['heads.0.0.weight"):
+        small.load_state_dict(large.state_dict())
+    assert "\n" not in str(info.value)
+    clp.build_loss("learnable").load_state_dict(clp.build_loss("learnable", init_tau=0.3).state_dict())  # loads

@@ -324,7 +324,8 @@ def test_same_label_candidates_are_no_negatives(key, layout, extra, kernel):
         (dict(exclude="same_label"), dict(), "every call of such a loss passes labels="),
         (dict(exclude="same_label"), dict(labels=LABELS[:3]), "one label per pair \\(5\\)"),
         (dict(exclude="same_label"), dict(labels=LABELS.float()), "integer labels"),
-        (dict(exclude="same_label"), dict(labels=torch.zeros(5, dtype=torch.long)), "has no negative"),
+        (dict(exclude="same_label", strict=True), dict(labels=torch.zeros(5, dtype=torch.long)), "no anchor has a "
+         "negative; refused under strict=True"),
         (dict(exclude="same_label", layout="queue"), dict(labels=LABELS), "needs queue_labels="),
         (dict(exclude="same_label", layout="queue"), dict(labels=LABELS, queue_labels=torch.zeros(7, dtype=torch.long)),
          "has no negative"),

@@ -34,6 +34,7 @@ class FlatNCELoss(InfoNCELoss):
     """
 
     decouplable = False  # FlatNCE's objective has no positive in its denominator to remove
+    defined_without_negatives = False  # ... so without negatives its log-sum-exp is empty
 
     @classmethod
     def host_temperature(cls, tau: float) -> dict[str, Any]:

@@ -28,6 +28,9 @@ def make_accelerator(
     find_unused_parameters: bool = False,
 ) -> Any:
     """An ``accelerate.Accelerator`` logging to ``out/logs``; ``log_with="none"`` disables trackers."""
+    if isinstance(gradient_accumulation_steps, bool) or not isinstance(gradient_accumulation_steps, int) \
+            or gradient_accumulation_steps < 1:  # fmt: skip
+        raise ValueError(f"--gradient_accumulation_steps must be an integer >= 1, got {gradient_accumulation_steps!r}")
     from accelerate import Accelerator
     from accelerate.state import AcceleratorState
     from accelerate.utils import DistributedDataParallelKwargs, ProjectConfiguration

@@ -7,6 +7,7 @@ import ast
 import functools
 import gc
 import os
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import MISSING, field, fields
@@ -63,13 +64,26 @@ def one_line_errors(main: F) -> F:
             out = main(argv, *args, **kwargs)
             leave_process_group()
             return out
-        except USER_ERRORS as exc:
-            if "--debug" in (sys.argv[1:] if argv is None else argv):
+        except (*USER_ERRORS, TypeError) as exc:
+            given = sys.argv[1:] if argv is None else argv
+            why = str(exc) if isinstance(exc, USER_ERRORS) else _loss_arg_collision(exc, given)
+            if "--debug" in given or why is None:
                 raise
-            print(f"error: {exc} (--debug shows the traceback)", file=sys.stderr)
+            print(f"error: {why} (--debug shows the traceback)", file=sys.stderr)
             raise SystemExit(2) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def _loss_arg_collision(exc: TypeError, argv: list[str]) -> str | None:
+    """The line for a ``--loss_arg KEY=...`` that the command also sets itself (Python's "got multiple values for
+    keyword argument 'KEY'"), or None for any other TypeError (a bug: its traceback is shown)."""
+    found = re.search(r"got multiple values for keyword argument '(\w+)'", str(exc))
+    if found is None or not any(a.removeprefix("--loss_arg=").startswith(f"{found.group(1)}=") for a in argv):
+        return None
+    key = found.group(1)
+    return (f"--loss_arg {key}=...: this command sets {key} itself (its pairs' layout, its own options: see --help), "
+            f"so a strategy argument cannot; drop --loss_arg {key}")
 
 
 def parse_loss_args(items: list[str]) -> dict[str, Any]:

@@ -134,7 +134,7 @@ def _check(out: Path, config: Any) -> dict[str, Any] | None:
     if resuming and overwrite:
         raise RunConflict("--resume continues the run in --output_dir and --overwrite replaces it; pass one of them")
     if manifest.is_file() and resuming:
-        stored = json.loads(manifest.read_text())
+        stored = _read_manifest(manifest)
         changed = _differences(stored["config"], _settings(config), may_change(config))
         if changed:
             raise RunConflict(f"--resume would continue run {stored['run_id']} in {out} with other settings ("
@@ -149,6 +149,19 @@ def _check(out: Path, config: Any) -> dict[str, Any] | None:
         raise RunConflict(f"--output_dir {out} holds {what} ({', '.join(sorted(occupied)[:4])}); pass --resume to "
                           "continue it, --overwrite to replace it, or choose another --output_dir")  # fmt: skip
     return None
+
+
+def _read_manifest(path: Path) -> dict[str, Any]:
+    """The run's manifest, or one line naming it when it is not one (garbled, cut short, edited)."""
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RunConflict(f"{path} is not readable JSON ({exc}): this run's record is damaged, so it cannot be "
+                          "resumed; start a new run (--overwrite, or another --output_dir)") from None  # fmt: skip
+    if not isinstance(stored, dict) or not isinstance(stored.get("config"), dict) or "run_id" not in stored:
+        raise RunConflict(f"{path} is not a run manifest (it needs run_id and config): it was edited or written by "
+                          "something else; start a new run (--overwrite, or another --output_dir)")  # fmt: skip
+    return stored
 
 
 def _set_aside(out: Path) -> None:

@@ -31,7 +31,10 @@ LOADER_VERSION = 1
 
 
 def _lines(path: Path) -> list[str]:
-    text = path.read_text(encoding="utf-8", errors="strict")
+    try:
+        text = path.read_text(encoding="utf-8", errors="strict")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not a text file (byte {exc.start} is not UTF-8); fetch it again") from None
     if text and not text.endswith("\n"):
         raise ValueError(f"{path}: the last line has no newline; the file looks truncated (fetch it again)")
     return text.splitlines()
@@ -61,7 +64,7 @@ def check_tu_raw(raw: Path, name: str) -> None:
     n_nodes, n_graphs = len(indicator), max(indicator, default=0)
     if sorted(set(indicator)) != list(range(1, n_graphs + 1)) or indicator != sorted(indicator):
         raise ValueError(f"{raw / f'{name}_graph_indicator.txt'}: graph ids must run 1..G in order")
-    labels = _lines(raw / f"{name}_graph_labels.txt")
+    labels = _ints(raw / f"{name}_graph_labels.txt", 1)
     if len(labels) != n_graphs:
         raise ValueError(f"{raw / f'{name}_graph_labels.txt'} has {len(labels)} lines for {n_graphs} graphs")
     edges = _ints(raw / f"{name}_A.txt", 2)
@@ -93,6 +96,8 @@ def _stage_raw(kind: str, subdir: str, name: str, root: str | Path | None) -> Pa
     cache = cache_dir(kind) / fingerprint(files, LOADER_VERSION)
     dst = cache / name / "raw"
     if not dst.is_dir():
+        if root is None:  # the data root's registered files (PyG unpickles Planetoid's); a folder the user names
+            check_registered(files, f"{subdir}/{name}/raw")  # holds their own
         if kind == "tu":
             check_tu_raw(src, name)
         tmp = dst.with_name(f"raw.{os.getpid()}.tmp")
@@ -106,6 +111,20 @@ def _stage_raw(kind: str, subdir: str, name: str, root: str | Path | None) -> Pa
                 raise
             shutil.rmtree(tmp)
     return cache
+
+
+def check_registered(files: list[Path], relative: str) -> None:
+    """Each of ``files`` (under ``<data root>/<relative>``) whose size and hash the data registry knows is checked
+    against them before anything reads it: one line naming a file that is not the published one."""
+    from integrations.common import data_registry
+    from integrations.common.downloads import mismatch
+
+    expected = {rel: (d.name, e) for d in data_registry.owners(relative) for rel, e in d.files.items()}
+    for path in files:
+        name, expect = expected.get(f"{relative}/{path.name}", (None, None))
+        if expect is not None and expect.known and (wrong := mismatch(path, expect)) is not None:
+            raise ValueError(f"{wrong}: not the published file (damaged or replaced), never read; fetch it again "
+                             f"(cl-plugins data download {name} --force)")  # fmt: skip
 
 
 def _registered_raw(subdir: str, name: str) -> Path:

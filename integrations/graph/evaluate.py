@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from integrations.common import saved_model
+from integrations.common.atomic import first_line
 from integrations.common.cli import new_parser, one_line_errors
 from integrations.common.results import mean_std
 
@@ -50,14 +51,40 @@ def _node_embeddings(checkpoint: str) -> tuple[np.ndarray, Any]:
     return model.embed(graph).numpy(), graph
 
 
+def read_embeddings(path: str, keys: tuple[str, ...]) -> list[np.ndarray]:
+    """The arrays ``keys`` of an ``.npz`` of embeddings (as graphcl_tu writes it), or one line naming the file: a
+    missing file, another format (a torch file is a zip too), a missing array, embeddings not [N, D] or labels
+    not [N]. Never unpickled (``allow_pickle=False``)."""
+    try:
+        saved = np.load(path, allow_pickle=False)
+        found = sorted(saved.files) if isinstance(saved, np.lib.npyio.NpzFile) else None
+    except FileNotFoundError:
+        raise FileNotFoundError(f"--embeddings {path}: no such file") from None
+    except (OSError, ValueError, EOFError) as exc:
+        raise ValueError(f"--embeddings {path} is not a readable .npz ({type(exc).__name__}: {first_line(exc)})") \
+            from None  # fmt: skip
+    missing = [k for k in keys if found is None or k not in found]
+    if missing:
+        raise ValueError(f"--embeddings {path} is not an .npz of embeddings: it lacks {missing} (has {found}); "
+                         "pass the embeddings.npz a graphcl_tu run writes")  # fmt: skip
+    try:
+        arrays = [saved[k] for k in keys]
+    except (ValueError, OSError, EOFError) as exc:  # an object array (pickle), a truncated member
+        raise ValueError(f"--embeddings {path}: {first_line(exc)}") from None
+    x = arrays[0]
+    if x.ndim != 2 or x.dtype.kind not in "fiu" or any(a.ndim != 1 or len(a) != len(x) for a in arrays[1:]):
+        raise ValueError(f"--embeddings {path}: expected embeddings [N, D] of numbers and labels [N], got "
+                         f"{[(a.shape, str(a.dtype)) for a in arrays]}")  # fmt: skip
+    return arrays
+
+
 def evaluate_tu(args: argparse.Namespace) -> dict[str, Any]:
     from .svm_eval import svm_cv_accuracy
 
     if args.checkpoint:
         x, y = _tu_embeddings(args.checkpoint)
     else:
-        saved = np.load(args.embeddings)
-        x, y = saved["embeddings"], saved["labels"]
+        x, y = read_embeddings(args.embeddings, ("embeddings", "labels"))
     accs = [100 * svm_cv_accuracy(x, y, seed=s, folds=args.folds) for s in args.seeds]
     mean, std = mean_std(accs)
     return {"accuracy_per_seed": accs, "accuracy_mean": mean, "accuracy_std": std}
@@ -71,7 +98,7 @@ def evaluate_node(args: argparse.Namespace) -> dict[str, Any]:
     else:
         if not args.dataset:
             raise SystemExit("--embeddings needs --dataset (the Planetoid graph supplies labels and the public split)")
-        x = np.load(args.embeddings)["embeddings"]
+        (x,) = read_embeddings(args.embeddings, ("embeddings",))
         graph = load_planetoid(args.dataset)[0]
     return summarise([{"eval": evaluate_embeddings(x, graph, args.split, args.seeds)}])
 

@@ -211,6 +211,11 @@ def patch_pygcl(target: nn.Module, loss: str | nn.Module = "infonce", *, exclude
     if not isinstance(target, nn.Module) or not hasattr(target, "loss"):
         raise TypeError("patch_pygcl: target must be a PyGCL contrast model (an nn.Module with a .loss)")
     host_tau = getattr(target.loss, "tau", None)
+    width_arg = clp.get_loss_class(loss).feature_dim_arg if isinstance(loss, str) else None
+    if width_arg is not None:
+        raise ValueError(f"patch_pygcl: {loss} builds layers on the embeddings (its {width_arg}=), and PyGCL hands "
+                         "its loss a similarity matrix; patch the encoder's model instead (patch_grace, or the loss "
+                         "in your own loop)")  # fmt: skip
 
     def build(host: nn.Module) -> nn.Module:
         if host_tau is None and clp.get_loss_class(str(loss)).host_temperature(1.0):

@@ -97,6 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--skip_before", action="store_true", help="do not evaluate the starting model")
     parser.add_argument("--overwrite", action="store_true", help="replace what --output_dir holds (default: refuse)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the run in --output_dir from its newest checkpoint (same settings)")  # fmt: skip
     return parser
 
 
@@ -127,7 +129,7 @@ def resolve(args: argparse.Namespace) -> Job:
         model=model, train_file=args.train_file or str(wiki_file(args.paper)), output_dir=args.output_dir,
         loss=args.loss, loss_args=parse_loss_args(args.loss_arg), temp=args.temp, batch_size=args.batch_size,
         max_seq_length=32, seed=args.seed, mixed_precision=args.mixed_precision, dropout=dropout, epochs=1.0,
-        learning_rate=3e-5, overwrite=args.overwrite,
+        learning_rate=3e-5, overwrite=args.overwrite, resume=args.resume,
         **cfg,
     )  # fmt: skip
     label = Path(model).name if args.model or args.paper else "all-MiniLM-L6-v2"

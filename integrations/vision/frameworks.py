@@ -44,16 +44,18 @@ def projection_head(in_dim: int, hidden: int = 512, out_dim: int = 128, batch_no
 
 
 def build_vision_loss(
-    name: str, framework: str, *, tau: float = 0.1, dim: int = 128, **loss_args: Any
+    name: str, framework: str, *, host_tau: float = 0.1, dim: int = 128, **loss_args: Any
 ) -> clp.ContrastiveLoss:
     """The strategy in ``framework``'s layout with the vision papers' settings (the strategies' ``"vision"``
-    presets: CIFAR, ResNet-18) over the host τ; ``loss_args`` win. ``dim``: the projections' width."""
+    presets: CIFAR, ResNet-18) over the host τ; ``loss_args`` win (a strategy's own ``tau`` too, as in every
+    trainer). ``dim``: the projections' width."""
     if framework not in FRAMEWORKS:
         raise ValueError(f"framework must be one of {FRAMEWORKS}, got {framework!r}")
     args = dict(loss_args)
     if framework == "simco":
         args.setdefault("symmetric", True)
-    return clp.build_host_loss(name, host_tau=tau, layout=LAYOUT[framework], feature_dim=dim, preset="vision", **args)
+    return clp.build_host_loss(name, host_tau=host_tau, layout=LAYOUT[framework], feature_dim=dim, preset="vision",
+                               **args)  # fmt: skip
 
 
 class ContrastiveSSL(nn.Module):

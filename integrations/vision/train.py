@@ -136,7 +136,7 @@ def build_model(config: VisionConfig, in_channels: int = 3) -> ContrastiveSSL:
         head, dim = nn.Identity(), backbone.feature_dim
     else:
         head, dim = projection_head(backbone.feature_dim, config.proj_hidden, config.proj_dim), config.proj_dim
-    loss_fn = build_vision_loss(config.loss, config.framework, tau=config.tau, dim=dim, **config.loss_args)
+    loss_fn = build_vision_loss(config.loss, config.framework, host_tau=config.tau, dim=dim, **config.loss_args)
     mean, std = normalisation(config)
     augment = SSLAugment(size=config.image_size, blur_p=config.blur, mean=mean, std=std)
     return ContrastiveSSL(

@@ -90,3 +90,29 @@ def test_moleculenet_labels_and_dropped_molecules(tmp_path, capsys):
     (raw / "toy.csv").write_text("smiles,active\nCCO,1\nCCN,yes\n")
     with pytest.raises(ValueError, match=r"toy.csv:3: task 'active' has the label 'yes'"):
         read_moleculenet_csv(raw / "toy.csv")
+
+
+def test_a_garbled_tu_file_is_named_in_one_line(mutag):
+    (mutag / "MUTAG_graph_labels.txt").write_bytes(b"1\n\xff\xfe\n" * 94)
+    with pytest.raises(ValueError, match=r"MUTAG_graph_labels.txt: not a text file \(byte 2 is not UTF-8\)"):
+        check_tu_raw(mutag, "MUTAG")
+    (mutag / "MUTAG_graph_labels.txt").write_text("1\nseven\n" * 94)
+    with pytest.raises(ValueError, match=r"MUTAG_graph_labels.txt:2: expected 1 integer"):
+        check_tu_raw(mutag, "MUTAG")
+
+
+def test_a_replaced_registered_raw_file_is_refused_before_pyg_unpickles_it(data_root, tmp_path, monkeypatch):
+    """Planetoid's raw ind.* files are pickles that PyG unpickles: under the data root, the registry's hashes are
+    checked first (a truncated ind.cora.graph gave "Ran out of input"; a crafted one would have run)."""
+    from integrations.graph.datasets import load_planetoid
+
+    root = tmp_path / "root"
+    shutil.copytree(data_root / "graphs" / "planetoid" / "Cora", root / "graphs" / "planetoid" / "Cora")
+    graph = root / "graphs" / "planetoid" / "Cora" / "raw" / "ind.cora.graph"
+    graph.write_bytes(graph.read_bytes()[:100])
+    monkeypatch.setenv("CL_PLUGINS_DATA", str(root))
+    monkeypatch.setenv("CL_PLUGINS_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(ValueError, match=r"ind.cora.graph: size 100 bytes, expected .*cl-plugins data download "
+                                         r"planetoid-cora --force") as info:  # fmt: skip
+        load_planetoid("Cora")
+    assert "\n" not in str(info.value) and not list((tmp_path / "cache").rglob("ind.cora.graph"))

@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_main_job_trains_at_the_macl_preset_and_writes_its_table(data_root, tmp_path, capsys):
+    from integrations.simcse import main_job
     from integrations.simcse.main_job import main
 
     train = tmp_path / "train.txt"
@@ -31,6 +32,13 @@ def test_main_job_trains_at_the_macl_preset_and_writes_its_table(data_root, tmp_
     )
     assert set(saved["results"]) == {"before", "after (macl)"} and saved["summary"]["steps"] == 2
     assert "| STS-B |" in capsys.readouterr().out
+    # a second run into the same folder is refused in one line before its first evaluation; the --resume the line
+    # suggests is one of the main job's flags (issue 61: "unrecognized arguments")
+    with pytest.raises(SystemExit) as info:
+        main(["--model", str(tmp_path / "bert"), "--train_file", str(train), "--output_dir", str(out)])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and err.count("error: ") == 1 and "--resume" in err, err
+    assert "--resume" in main_job.build_parser().format_help()
 
 
 @pytest.mark.slow

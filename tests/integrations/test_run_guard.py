@@ -125,6 +125,40 @@ def test_cli_refusals_are_one_line(data_root, tmp_path):
     _one_line(_graph(tmp_path / "f1", "--epochs", "1", "--eval_folds", "1"), "--eval_folds")
     debug = _graph(out, "--epochs", "2", "--loss", "macl", "--debug")
     assert debug.returncode != 0 and "Traceback" in debug.stderr
+    # issue 61: a --loss_arg the trainer sets itself ("got multiple values for keyword argument"), a damaged manifest
+    _one_line(_graph(tmp_path / "q", "--epochs", "1", "--loss_arg", "layout=queue"), "--loss_arg layout=",
+              "sets layout itself")  # fmt: skip
+    assert not (tmp_path / "q").exists()
+    manifest = out / run_guard.MANIFEST
+    for text, named in (("{garbled", "is not readable JSON"), ('{"config": 1}', "is not a run manifest")):
+        manifest.write_text(text)
+        _one_line(_graph(out, "--epochs", "3", "--loss", "macl", "--resume"), str(manifest), named)
+
+
+def test_issue_61_command_line_inputs_get_one_line(data_root, tmp_path, capsys):
+    import numpy as np
+    import torch
+
+    from integrations.console import main
+
+    from .test_simcse_train import SENTENCES
+    from .tiny_bert import make_tiny_bert
+
+    (tmp_path / "train.txt").write_text("\n".join(SENTENCES) + "\n")
+    simcse = ["simcse-train", "--model", str(make_tiny_bert(tmp_path / "bert")), "--train_file",
+              str(tmp_path / "train.txt"), "--log_with", "none", "--output_dir", str(tmp_path / "s")]  # fmt: skip
+    cases = [([*simcse, "--gradient_accumulation_steps", "0"], "--gradient_accumulation_steps must be an integer >= 1")]
+    torch.save({"embeddings": torch.zeros(3, 2)}, tmp_path / "emb.pt")
+    np.savez(tmp_path / "emb.npz", embeddings=np.zeros((3, 2)), labels=np.zeros(4))
+    cases += [(["graph-eval", "tu", "--embeddings", str(tmp_path / "emb.pt")], "is not an .npz of embeddings"),
+              (["graph-eval", "tu", "--embeddings", str(tmp_path / "emb.npz")], "expected embeddings [N, D]"),
+              (["graph-eval", "tu", "--embeddings", str(tmp_path / "none.npz")], "no such file")]  # fmt: skip
+    for argv, named in cases:
+        with pytest.raises(SystemExit) as info:
+            main(argv)
+        err = capsys.readouterr().err
+        assert info.value.code == 2 and err.count("error: ") == 1 and named in err and "Traceback" not in err, err
+    assert not (tmp_path / "s").exists()
 
 
 def test_unreadable_inputs_give_one_line_errors(tmp_path):

@@ -50,7 +50,7 @@ from torch import nn
 
 from ...base import ContrastiveLoss, auto_kernel
 from ...extension import LazyLogits, Pairs, softplus
-from ...layouts import PairBlock
+from ...layouts import NoNegatives, PairBlock
 from ...registry import register_loss
 from ...validation import check_choice, check_feature_dim, check_pair, check_range, check_temperature
 from .kernel import amcl_negative_lse, rowwise_scores
@@ -223,7 +223,11 @@ class AMCLLoss(ContrastiveLoss):
         for c, head in enumerate(self.heads):
             p1, p2 = head(z1), head(z2)
             hard = None if hard_negatives is None else head(hard_negatives)  # projected like the views
-            blocks = self.blocks(p1, p2, queue=queue, hard_negatives=hard, labels=labels, queue_labels=queue_labels)
+            try:
+                blocks = self.blocks(p1, p2, queue=queue, hard_negatives=hard, labels=labels,
+                                     queue_labels=queue_labels)  # fmt: skip
+            except NoNegatives as exc:
+                return self.without_negatives(exc, z1, z2, hard_negatives)
             per_anchor = torch.cat([self._head_block_loss(c, b) for b in blocks])
             total = per_anchor if total is None else total + per_anchor
         assert total is not None
