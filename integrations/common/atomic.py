@@ -225,7 +225,7 @@ def save_state(accelerator: Any, path: Path) -> None:
 
 def first_line(exc: BaseException) -> str:
     """The first line of an exception's message (its type's name when it has none), for one-line errors."""
-    text = str(exc).strip()
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).strip()  # terminal colours some libraries put in messages
     return text.splitlines()[0] if text else type(exc).__name__
 
 

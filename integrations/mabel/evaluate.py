@@ -18,6 +18,7 @@ import torch
 from integrations.common import atomic
 from integrations.common.cli import new_parser, one_line_errors
 from integrations.simcse.evaluate import load_encoder, trained_settings
+from integrations.simcse.model import pretrained
 
 from .crows_pairs import evaluate_crows, load_crows_pairs
 from .seat import GENDER_TESTS, run_seat
@@ -45,8 +46,8 @@ def evaluate_bias(
     trained_settings(Path(model_dir))  # another trainer's folder is refused here, in one line
     out: dict[str, Any] = {"model": str(model_dir)}
     if "stereoset" in tasks or "crows" in tasks:
-        tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-        mlm, info = AutoModelForMaskedLM.from_pretrained(str(model_dir), output_loading_info=True)
+        tokenizer = pretrained(AutoTokenizer, model_dir, "model")
+        mlm, info = pretrained(AutoModelForMaskedLM, model_dir, "model", output_loading_info=True)
         if info["missing_keys"]:  # a head initialised at random would score noise
             raise ValueError(f"{model_dir} has no trained masked-LM head (missing {sorted(info['missing_keys'])[:3]}); "
                              "StereoSet and CrowS-Pairs need one: pass a MABEL folder (or a SimCSE run with "

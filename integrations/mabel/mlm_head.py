@@ -20,6 +20,7 @@ import torch
 from tqdm.auto import tqdm
 
 from integrations.common import atomic
+from integrations.simcse.model import pretrained
 
 
 def fit_mlm_head(
@@ -47,7 +48,7 @@ def fit_mlm_head(
     if len(texts) <= held_out:
         raise ValueError(f"need more than held_out = {held_out} texts, got {len(texts)}")
     torch.manual_seed(seed)
-    tokenizer = AutoTokenizer.from_pretrained(str(encoder_dir))
+    tokenizer = pretrained(AutoTokenizer, encoder_dir)
     model = _masked_lm_of(encoder_dir)
     generator = torch.Generator().manual_seed(seed)
     encode = lambda lines: _masked_states(model, tokenizer, lines, max_length, generator, progress)  # noqa: E731
@@ -74,7 +75,7 @@ def _masked_lm_of(encoder_dir: str | Path) -> Any:
     """A ``BertForMaskedLM`` around the encoder in ``encoder_dir`` (head initialised, tied to its embeddings)."""
     from transformers import AutoModel, BertConfig, BertForMaskedLM
 
-    encoder = AutoModel.from_pretrained(str(encoder_dir))
+    encoder = pretrained(AutoModel, encoder_dir)
     config = BertConfig.from_dict({**encoder.config.to_dict(), "architectures": ["BertForMaskedLM"]})
     model = BertForMaskedLM(config)
     missing = model.bert.load_state_dict(encoder.state_dict(), strict=False)

@@ -22,7 +22,7 @@ from integrations.common import atomic, saved_model
 from integrations.common.cli import new_parser, one_line_errors
 from integrations.senteval import engine
 
-from .model import HEAD_WEIGHTS, POOLERS, SimCSEModel, check_model_path
+from .model import HEAD_WEIGHTS, POOLERS, SimCSEModel, check_model_path, pretrained
 from .sentence_encoder import SentenceEncoder
 
 #: the trainers whose saved models are sentence encoders
@@ -51,7 +51,7 @@ def load_encoder(
     if chosen not in POOLERS:
         raise ValueError(f"--pooler must be one of {list(POOLERS)}, got {chosen!r}")
     head = settings.get("head", "simcse")
-    model = SimCSEModel(AutoModel.from_pretrained(str(path)), _NoLoss(), pooler=chosen,
+    model = SimCSEModel(pretrained(AutoModel, path), _NoLoss(), pooler=chosen,
                         mlp_only_train=settings.get("mlp_only_train", False), head=head)  # fmt: skip
     if model.mlp is not None:
         if not (path / HEAD_WEIGHTS).exists():
@@ -60,7 +60,7 @@ def load_encoder(
         weights = saved_model.read_weights(path / HEAD_WEIGHTS, "sentence encoder's head")
         saved_model.load_into(model.mlp, weights, path / HEAD_WEIGHTS, f"{head} head")
     model.to(device).eval()
-    tokenizer = AutoTokenizer.from_pretrained(str(path))
+    tokenizer = pretrained(AutoTokenizer, path)
     settings = {"pooler": chosen, "mlp_only_train": model.mlp_only_train, "head": head}
     return SentenceEncoder(model, tokenizer, batch_size, max_length, settings)
 

@@ -13,6 +13,7 @@ Poolers are SimCSE's (``simcse/models.py``):
 from __future__ import annotations
 
 import os
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import cl_plugins as clp
+from integrations.common.atomic import first_line
 
 POOLERS = ("cls", "cls_before_pooler", "avg", "avg_top2", "avg_first_last")
 
@@ -137,7 +139,7 @@ class SimCSEModel(nn.Module):
         from transformers import AutoModel, AutoModelForMaskedLM
 
         loader = AutoModelForMaskedLM if do_mlm else AutoModel
-        backbone = loader.from_pretrained(str(path), **(config_overrides or {}))
+        backbone = pretrained(loader, path, **(config_overrides or {}))
         return cls(backbone, loss_fn, do_mlm=do_mlm, **kwargs)
 
     def _needs_hidden_states(self) -> bool:
@@ -262,3 +264,24 @@ def check_model_path(model: str, flag: str = "--model") -> None:
     looks_local = model.startswith((".", "/", "~")) or model.count("/") > 1 or model.count(os.sep) > 1
     if looks_local and not Path(model).expanduser().exists():
         raise FileNotFoundError(f"{flag} {model}: no such folder; pass a model folder (or a hub name when online)")
+    if Path(model).expanduser().is_file():
+        raise ValueError(f"{flag} {model} is a file; pass the model's folder (its config.json and weights)")
+
+
+#: what Hugging Face raises for a folder that is not a model (no config.json, a truncated or crafted weights file,
+#: a pickle it refuses to load, a hub name it cannot reach offline)
+HF_LOAD_ERRORS: tuple[type[BaseException], ...] = (OSError, ValueError, RuntimeError, EOFError, KeyError,
+                                                   pickle.UnpicklingError)  # fmt: skip
+
+
+def pretrained(loader: Any, model: str | Path, flag: str = "--model", **kwargs: Any) -> Any:
+    """``loader.from_pretrained(model, **kwargs)`` (a model, tokenizer or config class), or one line naming
+    ``flag`` and the folder when what is there is not one."""
+    from safetensors import SafetensorError
+
+    check_model_path(str(model), flag)
+    try:
+        return loader.from_pretrained(str(model), **kwargs)
+    except (*HF_LOAD_ERRORS, SafetensorError) as exc:
+        raise ValueError(f"{flag} {model}: Hugging Face cannot load it as {getattr(loader, '__name__', 'a model')} "
+                         f"({type(exc).__name__}: {first_line(exc)})") from None  # fmt: skip

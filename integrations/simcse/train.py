@@ -37,7 +37,7 @@ from integrations.common.training import Hooks, Plan, Run, RunState, fit
 
 from .data import Collator, EpochSampler, TokenizedDataset, load_rows, rows_of, tokenize_rows
 from .export import write_modules
-from .model import HEAD_WEIGHTS, POOLERS, SimCSEModel, check_model_path
+from .model import HEAD_WEIGHTS, POOLERS, SimCSEModel, check_model_path, pretrained
 
 
 @dataclass(kw_only=True)
@@ -110,7 +110,7 @@ def build_strategy(config: TrainConfig) -> clp.ContrastiveLoss:
     args = dict(config.loss_args)
     if config.hard_negative_weight:
         args["hard_negative_weight"] = config.hard_negative_weight
-    width = AutoConfig.from_pretrained(config.model).hidden_size
+    width = pretrained(AutoConfig, config.model).hidden_size
     return clp.build_host_loss(config.loss, host_tau=config.temp, layout="cross_view", feature_dim=width,
                                preset="simcse", **args)  # fmt: skip
 
@@ -182,7 +182,7 @@ def train(
         out, config.gradient_accumulation_steps, config.mixed_precision, config.log_with, find_unused_parameters=True
     )
     set_seed(config.seed)
-    tokenizer = AutoTokenizer.from_pretrained(config.model)
+    tokenizer = pretrained(AutoTokenizer, config.model)
     loader, sampler, collate = training_data(config, tokenizer, items)
     if model is None:
         model = build_model(config)

@@ -153,12 +153,38 @@ def test_issue_61_command_line_inputs_get_one_line(data_root, tmp_path, capsys):
     cases += [(["graph-eval", "tu", "--embeddings", str(tmp_path / "emb.pt")], "is not an .npz of embeddings"),
               (["graph-eval", "tu", "--embeddings", str(tmp_path / "emb.npz")], "expected embeddings [N, D]"),
               (["graph-eval", "tu", "--embeddings", str(tmp_path / "none.npz")], "no such file")]  # fmt: skip
+    # Hugging Face folders that are not models (issue 61: OSError tracebacks, a crafted pickle refused with exit 1)
+    import shutil
+
+    (tmp_path / "a_file").write_text("x")
+    cut, planted = tmp_path / "cut", tmp_path / "planted"
+    for folder in (cut, planted):
+        shutil.copytree(tmp_path / "bert", folder)
+    (cut / "model.safetensors").write_bytes((cut / "model.safetensors").read_bytes()[:300])
+    (planted / "model.safetensors").unlink()
+    with (planted / "pytorch_model.bin").open("wb") as f:
+        torch.save({"w": _Planted(tmp_path / "ran")}, f)
+    cases += [(["simcse-eval", "--model", str(tmp_path / "a_file")], "is a file; pass the model's folder"),
+              (["simcse-eval", "--model", str(cut)], "cannot load it as AutoModel (SafetensorError"),
+              (["simcse-eval", "--model", str(planted)], "cannot load it as AutoModel (UnpicklingError"),
+              (["mabel-eval", str(tmp_path / "none" / "x"), "--tasks", "stereoset"], "no such folder"),
+              (["mabel-eval", str(planted), "--tasks", "stereoset"], "AutoModelForMaskedLM (UnpicklingError")]
     for argv, named in cases:
         with pytest.raises(SystemExit) as info:
             main(argv)
         err = capsys.readouterr().err
         assert info.value.code == 2 and err.count("error: ") == 1 and named in err and "Traceback" not in err, err
-    assert not (tmp_path / "s").exists()
+    assert not (tmp_path / "s").exists() and not (tmp_path / "ran").exists()
+
+
+class _Planted:
+    """Unpickling this creates a file."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):  # noqa: ANN204
+        return (Path.write_text, (self.marker, "ran"))
 
 
 def test_unreadable_inputs_give_one_line_errors(tmp_path):
