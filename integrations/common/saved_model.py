@@ -186,15 +186,22 @@ def build(saved: SavedModel, factory: Callable[[], Any], what: str, *, strict: b
             raise
         raise ValueError(f"{where} does not describe a {what} that can be built ({type(exc).__name__}: "
                          f"{atomic.first_line(exc)})") from None  # fmt: skip
-    expected = {k: tuple(v.shape) for k, v in shell.state_dict().items()}
-    found = {k: tuple(v.shape) for k, v in saved.weights.items()}
-    common = set(expected) & set(found)
-    names = sorted(set(expected) ^ set(found)) if strict else ([] if common else sorted(found))  # names first
-    names = names or [k for k in sorted(common) if found[k] != expected[k]]  # then shapes
-    if names:
+    differs = first_difference(shell.state_dict(), saved.weights, strict)
+    if differs:
         raise ValueError(f"{where} describes a {what} whose weights differ from {saved.path / WEIGHTS} (first at "
-                         f"{names[0]}: {expected.get(names[0])} described, {found.get(names[0])} saved)")  # fmt: skip
+                         f"{differs})")
     return factory()
+
+
+def first_difference(expected: dict[str, Any], found: dict[str, Any], strict: bool = True) -> str | None:
+    """Where two state dicts differ in names (``strict``; otherwise they must share one) or shapes: "name: shape
+    expected, shape found"; None when they agree."""
+    want = {k: tuple(v.shape) for k, v in expected.items()}
+    have = {k: tuple(v.shape) for k, v in found.items()}
+    common = set(want) & set(have)
+    names = sorted(set(want) ^ set(have)) if strict else ([] if common else sorted(have))  # names first
+    names = names or [k for k in sorted(common) if want[k] != have[k]]  # then shapes
+    return f"{names[0]}: {want.get(names[0])} described, {have.get(names[0])} saved" if names else None
 
 
 def read(path: str | Path, trainers: Iterable[str], what: str) -> SavedModel:

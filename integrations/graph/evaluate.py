@@ -37,8 +37,9 @@ def _tu_embeddings(checkpoint: str) -> tuple[np.ndarray, np.ndarray]:
 
     from . import graphcl_tu
 
-    config, model = load_run_model(checkpoint, "graphcl_tu", graphcl_tu.TUConfig, graphcl_tu.build_model)
+    config, model, width = load_run_model(checkpoint, "graphcl_tu", graphcl_tu.TUConfig, graphcl_tu.build_model)
     dataset = graphcl_tu.load_tu(config.dataset, root=config.data_root or None, features=config.features)
+    _check_width(checkpoint, config.dataset, dataset.num_features, width)
     emb, y = model.embed_all(DataLoader(dataset, batch_size=512))
     return emb.numpy(), y.numpy().ravel()
 
@@ -46,9 +47,16 @@ def _tu_embeddings(checkpoint: str) -> tuple[np.ndarray, np.ndarray]:
 def _node_embeddings(checkpoint: str) -> tuple[np.ndarray, Any]:
     from . import grace
 
-    config, model = load_run_model(checkpoint, "grace", grace.GraceConfig, grace.build_model)
+    config, model, width = load_run_model(checkpoint, "grace", grace.GraceConfig, grace.build_model)
     graph = grace.load_planetoid(config.dataset, root=config.data_root or None)[0]
+    _check_width(checkpoint, config.dataset, graph.num_features, width)
     return model.embed(graph).numpy(), graph
+
+
+def _check_width(checkpoint: str, dataset: str, features: int, width: int) -> None:
+    if features != width:
+        raise ValueError(f"--checkpoint {checkpoint} was trained on {width} node features, but its run's dataset "
+                         f"{dataset} has {features}: its cl_plugins.json was edited, or the data changed")
 
 
 def read_embeddings(path: str, keys: tuple[str, ...]) -> list[np.ndarray]:

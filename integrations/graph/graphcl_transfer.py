@@ -205,6 +205,12 @@ def run(config: TransferConfig) -> dict[str, Any]:
     out = Path(config.output_dir)
     if config.input_model:
         gnn_state = load_molecule_gin(config.input_model)
+        with torch.device("meta"):  # the shapes of the GIN the flags describe, nothing allocated
+            differs = saved_model.first_difference(MoleculeGIN(config.num_layers, config.emb_dim).state_dict(),
+                                                   gnn_state)  # fmt: skip
+        if differs:
+            raise ValueError(f"--input_model {config.input_model} is not a GIN of --num_layers {config.num_layers} "
+                             f"--emb_dim {config.emb_dim} (first at {differs}); pass the sizes it was trained with")
     elif config.pretrain:
         gnn_state = pretrain(config)
     else:

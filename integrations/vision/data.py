@@ -22,6 +22,7 @@ import hashlib
 import io
 import pickle
 import tarfile
+import zlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -114,15 +115,19 @@ def read_image_folder_tar(archive: str | Path, classes: tuple[str, ...]) -> tupl
 
     index = {name: i for i, name in enumerate(classes)}
     found: list[tuple[str, np.ndarray, int]] = []
-    with tarfile.open(archive, "r:*") as tar:
-        for member in tar:
-            parts = Path(member.name).parts
-            if not member.isfile() or len(parts) < 2 or parts[-2] not in index:
-                continue
-            data = tar.extractfile(member).read()  # type: ignore[union-attr]
-            with Image.open(io.BytesIO(data)) as img:
-                pixels = np.asarray(img.convert("RGB"), dtype=np.uint8)
-            found.append((member.name, pixels, index[parts[-2]]))
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            for member in tar:
+                parts = Path(member.name).parts
+                if not member.isfile() or len(parts) < 2 or parts[-2] not in index:
+                    continue
+                data = tar.extractfile(member).read()  # type: ignore[union-attr]
+                with Image.open(io.BytesIO(data)) as img:
+                    pixels = np.asarray(img.convert("RGB"), dtype=np.uint8)
+                found.append((member.name, pixels, index[parts[-2]]))
+    except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:  # cut short, garbled, an image that is not one
+        raise ValueError(f"{archive} is not a readable image archive ({type(exc).__name__}: {atomic.first_line(exc)})"
+                         "; was it cut short while being copied? Fetch it again") from None  # fmt: skip
     if not found:
         raise ValueError(f"{archive} holds no images in folders named after the classes {classes}")
     found.sort(key=lambda item: item[0])

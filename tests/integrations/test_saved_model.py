@@ -175,7 +175,8 @@ def _edit(folder: Path, change) -> None:  # noqa: ANN001
         (lambda i: i.pop("model"), "lacks 'model'"),
         (lambda i: i.update(model=[]), "'model' must be an object, got list"),
         (lambda i: i.update(extra=1), "keys ['extra'] that no cl-plugins saved model has"),
-        (lambda i: i["model"].pop("num_features"), "KeyError: 'num_features'"),
+        (lambda i: i["model"].pop("num_features"), "described by num_features alone, got []"),
+        (lambda i: i["model"].update(extra=1), "described by num_features alone, got ['extra', 'num_features']"),
         (lambda i: i["model"].update(num_features="seven"), "does not describe a graphcl_tu model that can be built"),
         (lambda i: i["model"].update(num_features=10**9), "(first at encoder."),
         (lambda i: i["model"].update(num_features=-3), "does not describe a graphcl_tu model"),
@@ -216,3 +217,24 @@ def test_a_crafted_backbone_description_is_refused_before_it_allocates(change, n
     with pytest.raises(ValueError, match=named) as info:
         load_backbone(folder)
     assert "\n" not in str(info.value)
+
+
+def test_a_model_of_another_width_than_its_data_or_flags_is_refused_in_one_line(data_root, tmp_path, capsys):
+    """Issue 61: an edited run.dataset and an --input_model of another --emb_dim gave shape-mismatch tracebacks."""
+    from integrations.console import main
+    from integrations.graph.encoders import MoleculeGIN
+
+    folder = _graph_model(tmp_path / "model")
+    _edit(folder, lambda info: info["run"].update(dataset="PROTEINS"))  # 3 node features, not MUTAG's 7
+    gin = tmp_path / "gin.pt"
+    torch.save(MoleculeGIN(2, 8).state_dict(), gin)
+    cases = [(["graph-eval", "tu", "--checkpoint", str(folder)], "trained on 7 node features, but its run's dataset "
+              "PROTEINS has 3"),
+             (["graphcl-transfer", "--input_model", str(gin), "--num_layers", "2", "--emb_dim", "16", "--output_dir",
+               str(tmp_path / "t"), "--log_with", "none"], "is not a GIN of --num_layers 2 --emb_dim 16 (first at ")]
+    for argv, named in cases:
+        with pytest.raises(SystemExit) as info:
+            main(argv)
+        err = capsys.readouterr().err
+        assert info.value.code == 2 and err.count("error: ") == 1 and named in err and "Traceback" not in err, err
+    assert not (tmp_path / "t").exists()

@@ -375,3 +375,21 @@ def test_class_labels_reach_a_loss_that_takes_them(framework, option):
         assert model.queue.get_labels()[:16].tolist() == labels.tolist() * 2
     with pytest.raises(ValueError, match="needs \\(images, labels\\) batches"):
         model(images)
+
+
+def test_a_cut_image_archive_is_named_in_one_line(tmp_path):
+    from PIL import Image
+
+    archive = tmp_path / "train.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for i in range(20):
+            buf = io.BytesIO()
+            Image.effect_noise((32, 32), 64 + i).convert("RGB").save(buf, format="PNG")
+            info = tarfile.TarInfo(f"train/bird/{i:04d}.png")
+            info.size = len(buf.getvalue())
+            tar.addfile(info, io.BytesIO(buf.getvalue()))
+    assert read_image_folder_tar(archive, ("airplane", "bird"))[0].shape == (20, 3, 32, 32)
+    archive.write_bytes(archive.read_bytes()[: archive.stat().st_size // 2])
+    with pytest.raises(ValueError, match=r"train.tar.gz is not a readable image archive \(EOFError") as info:
+        read_image_folder_tar(archive, ("airplane", "bird"))
+    assert "\n" not in str(info.value)
