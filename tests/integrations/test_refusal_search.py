@@ -22,6 +22,9 @@ from integrations.common import saved_model
 SEED, MISTAKES, DAMAGES = 61, 30, 30
 GRAPH = ["graphcl-tu", "--dataset", "MUTAG", "--seeds", "0", "--batch_size", "64", "--hidden", "8", "--eval_folds", "3",
          "--no-svm_search", "--log_with", "none", "--no-progress"]  # fmt: skip
+GRACE = ["grace", "--dataset", "Cora", "--eval_seeds", "1", "--split", "public", "--log_with", "none", "--no-progress"]
+#: the trainers the refused commands are searched on, with the flags of a finished run's second command
+TRAINERS = {"graphcl-tu": (GRAPH, ["--epochs", "1"]), "grace": (GRACE, ["--epochs", "1"])}
 
 
 class _Planted:
@@ -102,16 +105,22 @@ def _outcome(folder: Path) -> tuple[dict[str, torch.Tensor], list]:
 
 
 @pytest.mark.slow
-def test_a_refused_command_never_changes_the_previous_run(runs, tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("trainer", list(TRAINERS))
+def test_a_refused_command_never_changes_the_previous_run(data_root, trainer, tmp_path, monkeypatch, capsys):
+    from integrations.console import main
+
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    base, again = TRAINERS[trainer]
+    finished = tmp_path / "finished"
+    main([*base, "--epochs", "2", "--output_dir", str(finished)])
     found = []
-    for loss, arg in _mistakes(random.Random(SEED)):
+    for loss, arg in _mistakes(random.Random(f"{SEED}{trainer}")):
         out = tmp_path / "run"
         shutil.rmtree(out, ignore_errors=True)
-        shutil.copytree(runs["finished"], out)
+        shutil.copytree(finished, out)
         before = _snapshot(out)
-        code, err = _run([*GRAPH, "--epochs", "1", "--overwrite", "--output_dir", str(out), "--loss", loss,
-                          "--loss_arg", arg], capsys)  # fmt: skip
+        code, err = _run([*base, *again, "--overwrite", "--output_dir", str(out), "--loss", loss, "--loss_arg", arg],
+                         capsys)  # fmt: skip
         if code == 0:
             continue  # a value the strategy accepts: a new run replaced the old one, as asked
         one_line = code == 2 and err.count("error: ") == 1 and "Traceback" not in err
