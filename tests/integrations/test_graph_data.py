@@ -13,6 +13,7 @@ pytest.importorskip("torch_geometric")
 from integrations.common import saved_model
 from integrations.graph.datasets import load_planetoid, load_tu  # noqa: E402
 from tests.dist_utils import failure_report, torchrun  # noqa: E402
+from tests.planted import Planted
 
 
 @pytest.fixture(autouse=True)
@@ -225,16 +226,6 @@ def test_processed_graph_datasets_load_without_pickle(data_root):
         assert len(load_tu("MUTAG")) == 188 and load_planetoid("Cora")[0].num_nodes == 2708
 
 
-class _Exploit:
-    """Unpickling this runs code (``builtins.exec`` writes a marker file): what a planted cache file could do."""
-
-    def __init__(self, marker) -> None:
-        self.marker = marker
-
-    def __reduce__(self):  # noqa: ANN204
-        return (exec, (f"open({str(self.marker)!r}, 'w').write('pwned')",))
-
-
 def _processed_dirs(cache_root, kind: str, name: str) -> list:
     return sorted((cache_root / kind).glob(f"*/{name}/processed"))
 
@@ -250,7 +241,7 @@ def test_a_planted_processed_file_never_runs_and_the_cache_is_rebuilt(data_root,
     expected = load()[0]
     (processed,) = _processed_dirs(tmp_path / "cache", kind, name)
     marker = tmp_path / "pwned"
-    for content in (lambda p: torch.save(_Exploit(marker), p), lambda p: p.write_bytes(b"garbage"),
+    for content in (lambda p: torch.save(Planted(marker), p), lambda p: p.write_bytes(b"garbage"),
                     lambda p: torch.save(torch.zeros(3), p)):  # fmt: skip
         content(processed / planted)
         with pytest.warns(UserWarning, match="rebuilding the graph cache"):

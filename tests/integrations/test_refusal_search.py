@@ -18,6 +18,7 @@ import torch
 
 import cl_plugins as clp
 from integrations.common import saved_model
+from tests.planted import Planted
 
 SEED, MISTAKES, DAMAGES = 61, 30, 30
 GRAPH = ["graphcl-tu", "--dataset", "MUTAG", "--seeds", "0", "--batch_size", "64", "--hidden", "8", "--eval_folds", "3",
@@ -25,16 +26,6 @@ GRAPH = ["graphcl-tu", "--dataset", "MUTAG", "--seeds", "0", "--batch_size", "64
 GRACE = ["grace", "--dataset", "Cora", "--eval_seeds", "1", "--split", "public", "--log_with", "none", "--no-progress"]
 #: the trainers the refused commands are searched on, with the flags of a finished run's second command
 TRAINERS = {"graphcl-tu": (GRAPH, ["--epochs", "1"]), "grace": (GRACE, ["--epochs", "1"])}
-
-
-class _Planted:
-    """Unpickling this creates a file: what a crafted file in a run folder could do."""
-
-    def __init__(self, marker: Path) -> None:
-        self.marker = marker
-
-    def __reduce__(self):  # noqa: ANN204
-        return (Path.write_text, (self.marker, "ran"))
 
 
 def _snapshot(folder: Path) -> dict[str, str]:
@@ -84,7 +75,7 @@ def _damage(path: Path, how: str, marker: Path) -> None:
         path.unlink()
     else:
         with path.open("wb") as f:  # a file object: torch.save names its zip records after a path (a dotfile fails)
-            torch.save({"state": _Planted(marker)}, f)
+            torch.save({"state": Planted(marker)}, f)
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from integrations.common import atomic, run_guard, saved_model
+from tests.planted import Planted
 
 ROOT = Path(__file__).resolve().parents[2]
 KILLED = -9
@@ -197,21 +198,11 @@ def test_loss_arg_mistakes_are_user_errors():
             clp.build_loss("infonce", **bad)
 
 
-class _Exploit:
-    """Unpickling this runs code (it writes a marker file): what a crafted checkpoint could do."""
-
-    def __init__(self, marker: Path) -> None:
-        self.marker = marker
-
-    def __reduce__(self):  # noqa: ANN204
-        return (Path.write_text, (self.marker, "pwned"))
-
-
 def test_a_crafted_pickle_is_refused_never_run(tmp_path):
     from integrations.msc.anomaly import main as msc
 
     marker, crafted = tmp_path / "marker", tmp_path / "backbone.pt"
-    torch.save({"state_dict": _Exploit(marker), "arch": "resnet18"}, crafted)
+    torch.save({"state_dict": Planted(marker), "arch": "resnet18"}, crafted)
     with pytest.raises(ValueError, match="never unpickled"):
         atomic.load_torch(crafted, "backbone")
     with pytest.raises(SystemExit) as exit_info:
@@ -288,7 +279,7 @@ DAMAGE = {
     "deleted": lambda p, marker: p.unlink(),
     "garbled": lambda p, marker: _garble(p),
     "truncated": lambda p, marker: p.write_bytes(p.read_bytes()[: p.stat().st_size // 2]),
-    "crafted pickle": lambda p, marker: torch.save({"x": _Exploit(marker)}, p),
+    "crafted pickle": lambda p, marker: torch.save({"x": Planted(marker)}, p),
 }
 CHECKPOINT_FILES = ("random_states_0.pkl", "custom_checkpoint_0.pkl", "optimizer.bin", "model.safetensors")
 

@@ -12,6 +12,7 @@ import pytest
 
 from integrations.common import run_guard
 from integrations.common.run_guard import RunConflict, guarded
+from tests.planted import Planted
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -163,7 +164,7 @@ def test_issue_61_command_line_inputs_get_one_line(data_root, tmp_path, capsys):
     (cut / "model.safetensors").write_bytes((cut / "model.safetensors").read_bytes()[:300])
     (planted / "model.safetensors").unlink()
     with (planted / "pytorch_model.bin").open("wb") as f:
-        torch.save({"w": _Planted(tmp_path / "ran")}, f)
+        torch.save({"w": Planted(tmp_path / "ran")}, f)
     cases += [(["simcse-eval", "--model", str(tmp_path / "a_file")], "is a file; pass the model's folder"),
               (["simcse-eval", "--model", str(cut)], "cannot load it as AutoModel (SafetensorError"),
               (["simcse-eval", "--model", str(planted)], "cannot load it as AutoModel (UnpicklingError"),
@@ -175,16 +176,6 @@ def test_issue_61_command_line_inputs_get_one_line(data_root, tmp_path, capsys):
         err = capsys.readouterr().err
         assert info.value.code == 2 and err.count("error: ") == 1 and named in err and "Traceback" not in err, err
     assert not (tmp_path / "s").exists() and not (tmp_path / "ran").exists()
-
-
-class _Planted:
-    """Unpickling this creates a file."""
-
-    def __init__(self, marker: Path) -> None:
-        self.marker = marker
-
-    def __reduce__(self):  # noqa: ANN204
-        return (Path.write_text, (self.marker, "ran"))
 
 
 def test_unreadable_inputs_give_one_line_errors(tmp_path):

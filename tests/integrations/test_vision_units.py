@@ -8,7 +8,6 @@ import io
 import math
 import pickle
 import tarfile
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -31,6 +30,7 @@ from integrations.vision.frameworks import ContrastiveSSL, build_vision_loss, pr
 from integrations.vision.knn import knn_accuracy, knn_predict, topk_accuracy
 from integrations.vision.linear_probe import linear_probe
 from integrations.vision.resnet import build_resnet, load_torchvision_weights, resnet18
+from tests.planted import Planted
 
 # ----------------------------------------------------------------------------- augmentations
 
@@ -284,22 +284,12 @@ def test_cifar_python_batches_are_read_channel_major(tmp_path):
         read_cifar10_batches(tmp_path, "test")  # the default: the published checksums
 
 
-class _Exploit:
-    """Unpickling this runs code (it writes a marker file)."""
-
-    def __init__(self, marker: Path) -> None:
-        self.marker = marker
-
-    def __reduce__(self):  # noqa: ANN204
-        return (Path.write_text, (self.marker, "pwned"))
-
-
 @pytest.mark.parametrize("checksums", [None, {"test_batch": "0" * 32}], ids=["unchecked", "checksummed"])
 def test_a_crafted_cifar_batch_never_runs(tmp_path, monkeypatch, checksums):
     """Issue 61: a data_batch planted under CL_PLUGINS_DATA ran its code when unpickled."""
     marker = tmp_path / "pwned"
     with open(tmp_path / "test_batch", "wb") as f:
-        pickle.dump({b"data": _Exploit(marker), b"labels": [0]}, f)
+        pickle.dump({b"data": Planted(marker), b"labels": [0]}, f)
     with pytest.raises(ValueError, match="test_batch") as info:
         read_cifar10_batches(tmp_path, "test", checksums=checksums)
     assert not marker.exists() and "\n" not in str(info.value)
@@ -309,7 +299,7 @@ def test_a_crafted_cifar_batch_never_runs(tmp_path, monkeypatch, checksums):
     root = tmp_path / "root" / "images" / "cifar-10-batches-py"
     root.mkdir(parents=True)
     with open(root / "test_batch", "wb") as f:
-        pickle.dump({b"data": _Exploit(marker), b"labels": [0]}, f)
+        pickle.dump({b"data": Planted(marker), b"labels": [0]}, f)
     monkeypatch.setenv("CL_PLUGINS_DATA", str(tmp_path / "root"))
     with pytest.raises(ValueError, match="MD5"):
         load_cifar10("test")
