@@ -216,6 +216,9 @@ def save_state(accelerator: Any, path: Path) -> None:
         shutil.rmtree(tmp)
     accelerator.wait_for_everyone()
     accelerator.save_state(str(tmp))
+    from .random_states import save as save_random_states
+
+    save_random_states(accelerator, tmp)  # JSON and safetensors in place of Accelerate's pickle
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
         publish(tmp, path)

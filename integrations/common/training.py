@@ -33,7 +33,7 @@ from tqdm.auto import tqdm
 
 import cl_plugins as clp
 
-from . import atomic, run_guard
+from . import atomic, random_states, run_guard
 from .accelerate_setup import start_tracking
 
 CHECKPOINT = "step"  # checkpoints are OUTPUT/.../checkpoints/step_<optimizer steps done>
@@ -65,6 +65,7 @@ def resume_from(accelerator: Any, path: Path, optimizer: Any, schedulers: tuple[
     """``accelerator.load_state(path)``, keeping the learning rates this run was given (a resume may change them)."""
     requested = base_learning_rates(optimizer)
     accelerator.load_state(str(path))
+    random_states.restore(accelerator, path)
     saved = base_learning_rates(optimizer)
     if saved != requested:
         apply_learning_rates(optimizer, schedulers, requested)

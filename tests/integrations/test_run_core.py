@@ -281,7 +281,8 @@ DAMAGE = {
     "truncated": lambda p, marker: p.write_bytes(p.read_bytes()[: p.stat().st_size // 2]),
     "crafted pickle": lambda p, marker: torch.save({"x": Planted(marker)}, p),
 }
-CHECKPOINT_FILES = ("random_states_0.pkl", "custom_checkpoint_0.pkl", "optimizer.bin", "model.safetensors")
+CHECKPOINT_FILES = ("random_states_0.json", "random_states_0.safetensors", "custom_checkpoint_0.pkl", "optimizer.bin",
+                    "model.safetensors")
 
 
 @pytest.fixture(scope="module")

@@ -33,3 +33,26 @@ def test_fit_gives_a_schedule_in_epochs_the_steps_of_an_epoch():
     fit(Accelerator(cpu=True), model, torch.optim.SGD(model.parameters(), lr=0.1), loader, Plan(3), Run(progress=False))
     assert model.loss_fn.steps_per_epoch == 3 and int(model.loss_fn.step_count) == 9
     assert model.taus == pytest.approx([0.5] * 3 + [0.1] * 3 + [0.5] * 3)  # τ held for an epoch, period 2 epochs
+
+
+def test_random_states_are_saved_as_json_and_safetensors_and_restored(tmp_path):
+    """Issue 61: a checkpoint's random states were a pickle that Accelerate unpickles (and skips silently when it
+    is missing); they are now plain values and tensors, restored exactly."""
+    import random
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from integrations.common import random_states
+
+    (tmp_path / "random_states_0.pkl").write_bytes(b"what accelerate wrote")
+    saved = SimpleNamespace(process_index=0, step=5)
+    random.seed(1), np.random.seed(2), torch.manual_seed(3)
+    random_states.save(saved, tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["random_states_0.json", "random_states_0.safetensors"]
+    expected = (random.random(), np.random.rand(), torch.rand(3))
+    random.seed(9), np.random.seed(9), torch.manual_seed(9)
+    loaded = SimpleNamespace(process_index=0, step=0)
+    random_states.restore(loaded, tmp_path)
+    assert (random.random(), np.random.rand()) == expected[:2] and torch.equal(torch.rand(3), expected[2])
+    assert loaded.step == 5
