@@ -124,6 +124,14 @@ def _check_keys(info: dict[str, Any], where: Path) -> None:
             raise ValueError(f"{where}: {key!r} must be {json_kind}, got {type(info[key]).__name__}")
 
 
+def expect_model_keys(saved: SavedModel, keys: Iterable[str]) -> None:
+    """The description ``model`` holds exactly ``keys`` (what its trainer writes), or one line naming the file."""
+    keys = set(keys)
+    if set(saved.model) != keys:
+        raise ValueError(f"{saved.path / INFO}: its model is described by {sorted(keys)}, got {sorted(saved.model)}; "
+                         "it was edited or written by something else")  # fmt: skip
+
+
 def run_config(saved: SavedModel, config_cls: type[T], **overrides: Any) -> T:
     """The run's configuration rebuilt from ``cl_plugins.json``'s ``run`` (``overrides`` replacing some settings),
     or one line naming the file and the setting: unknown settings and values of another type than the setting's

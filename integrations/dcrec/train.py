@@ -301,6 +301,7 @@ def load_run(run_dir: str | Path) -> tuple[DCRec, DCRecSplits, dict[str, Any]]:
     path = Path(run_dir)
     path = path / "model" if saved_model.is_saved_model(path / "model") else path
     saved = saved_model.read(path, ("dcrec",), "DCRec run model (a seed_<s>/ folder of examples/dcrec_rec.py)")
+    saved_model.expect_model_keys(saved, ["selection"])
     config = saved_model.run_config(saved, DCRecConfig)
     splits = prepare_splits(config)
     model = saved_model.build(saved, lambda: build_model(config, splits), "DCRec model")

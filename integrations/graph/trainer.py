@@ -76,9 +76,7 @@ def load_run_model(path: str | Path, trainer: str, config_cls: type,
     """(config, model, input width) rebuilt from a :func:`save_run_model` folder with the trainer's
     ``build_model``."""
     saved = saved_model.read(path, (trainer,), f"{trainer} run model")
-    if set(saved.model) != {"num_features"}:
-        raise ValueError(f"{saved.path / saved_model.INFO}: a graph run model is described by num_features alone, "
-                         f"got {sorted(saved.model)}; it was edited or written by something else")  # fmt: skip
+    saved_model.expect_model_keys(saved, ["num_features"])
     config = saved_model.run_config(saved, config_cls)
     model = saved_model.build(saved, lambda: build_model(config, saved.model["num_features"]), f"{trainer} model")
     saved_model.load_into(model, saved.weights, saved.path, f"{trainer} model")

@@ -176,9 +176,14 @@ def save_backbone(folder: Path, config: VisionConfig, backbone: ResNet, in_chann
                       records=records)  # fmt: skip
 
 
+#: what a backbone's ``cl_plugins.json`` describes it by (:func:`save_backbone`)
+BACKBONE_KEYS = ("arch", "cifar_stem", "width", "in_channels", "image_size", "mean", "std")
+
+
 def load_backbone(path: str | Path) -> tuple[ResNet, dict[str, Any]]:
     """(backbone, its ``model`` arguments) of a :func:`save_backbone` folder (safetensors: nothing unpickled)."""
     saved = saved_model.read(path, ("vision",), "pre-trained backbone")
+    saved_model.expect_model_keys(saved, BACKBONE_KEYS)
     meta = saved.model
     net = saved_model.build(saved, lambda: build_resnet(meta["arch"], cifar_stem=meta["cifar_stem"],
                                                         width=meta["width"], in_channels=meta["in_channels"]),

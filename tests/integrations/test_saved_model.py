@@ -175,8 +175,8 @@ def _edit(folder: Path, change) -> None:  # noqa: ANN001
         (lambda i: i.pop("model"), "lacks 'model'"),
         (lambda i: i.update(model=[]), "'model' must be an object, got list"),
         (lambda i: i.update(extra=1), "keys ['extra'] that no cl-plugins saved model has"),
-        (lambda i: i["model"].pop("num_features"), "described by num_features alone, got []"),
-        (lambda i: i["model"].update(extra=1), "described by num_features alone, got ['extra', 'num_features']"),
+        (lambda i: i["model"].pop("num_features"), "described by ['num_features'], got []"),
+        (lambda i: i["model"].update(extra=1), "described by ['num_features'], got ['extra', 'num_features']"),
         (lambda i: i["model"].update(num_features="seven"), "does not describe a graphcl_tu model that can be built"),
         (lambda i: i["model"].update(num_features=10**9), "(first at encoder."),
         (lambda i: i["model"].update(num_features=-3), "does not describe a graphcl_tu model"),
@@ -204,7 +204,8 @@ def test_a_crafted_description_is_refused_before_any_module_is_built(tmp_path, c
 
 
 @pytest.mark.parametrize(("change", "named"), [({"width": 10**7}, r"\(first at "), ({"arch": "resnet9"}, "resnet9"),
-                                               ({"in_channels": "three"}, "can be built")])  # fmt: skip
+                                               ({"in_channels": "three"}, "can be built"),
+                                               ({"depth": 50}, r"got \['arch', .*'depth'")])  # fmt: skip
 def test_a_crafted_backbone_description_is_refused_before_it_allocates(change, named, tmp_path):
     import shutil
 
