@@ -320,8 +320,8 @@ class ContrastiveLoss(nn.Module):
     def without_negatives(self, exc: NoNegatives, z1: torch.Tensor, *tied: torch.Tensor | None) -> torch.Tensor:
         """The loss of a batch in which no anchor has a negative: 0 per anchor, with zero gradients for the inputs
         and the strategy's parameters (so that every parameter has one, as DDP expects); ``stats`` count the rows
-        (``rows_without_negative``). Raises ``exc`` with ``strict=True`` and where the loss is undefined there
-        (:attr:`defined_without_negatives`, the decoupled forms)."""
+        (``rows_without_negative``). A one-line ``ValueError`` carrying ``exc``'s message instead with ``strict=True``
+        and where the loss is undefined there (:attr:`defined_without_negatives`, the decoupled forms)."""
         refused = self._refused_without_negatives()
         if refused:
             raise ValueError(f"{exc}; {refused}: use a batch of at least 2 with two labels") from None

@@ -57,7 +57,7 @@ def refuse_unusable(device: torch.device) -> None:
         raise ValueError("kernel='triton' needs the triton package: pip install 'cl-plugins[triton]'")
     if not usable_on(device):
         raise ValueError(f"kernel='triton' runs on CUDA tensors (these are on {device}); use kernel='auto' here "
-                           "(Triton's interpreter, TRITON_INTERPRET=1, runs it on the CPU for tests)")  # fmt: skip
+                         "(Triton's interpreter, TRITON_INTERPRET=1, runs it on the CPU for tests)")  # fmt: skip
 
 
 if triton is not None:

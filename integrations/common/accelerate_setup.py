@@ -9,6 +9,8 @@ from typing import Any
 
 import torch
 
+from cl_plugins.validation import check_count
+
 
 def available_tracker(log_with: str) -> str:
     """``log_with``, or ``"none"`` with a one-line notice when it is TensorBoard and TensorBoard is not installed
@@ -28,9 +30,7 @@ def make_accelerator(
     find_unused_parameters: bool = False,
 ) -> Any:
     """An ``accelerate.Accelerator`` logging to ``out/logs``; ``log_with="none"`` disables trackers."""
-    if isinstance(gradient_accumulation_steps, bool) or not isinstance(gradient_accumulation_steps, int) \
-            or gradient_accumulation_steps < 1:  # fmt: skip
-        raise ValueError(f"--gradient_accumulation_steps must be an integer >= 1, got {gradient_accumulation_steps!r}")
+    check_count("--gradient_accumulation_steps", gradient_accumulation_steps)
     from accelerate import Accelerator
     from accelerate.state import AcceleratorState
     from accelerate.utils import DistributedDataParallelKwargs, ProjectConfiguration

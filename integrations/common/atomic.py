@@ -135,16 +135,17 @@ def damage(folder: Path) -> str | None:
     words naming the file; None when every file is the one that was written."""
     try:
         listed = json.loads((folder / MARKER).read_text())["files"]
+        if not isinstance(listed, dict):
+            raise TypeError(type(listed).__name__)
     except (OSError, ValueError, KeyError, TypeError):
         return f"{MARKER} (its list of files) is missing or unreadable"
-    found = {p.relative_to(folder).as_posix(): p for p in folder.rglob("*") if p.is_file() and p.name != MARKER}
+    found = listing(folder)
     for name in sorted(set(listed) | set(found)):
         if name not in found:
             return f"{name} is missing"
         if name not in listed:
             return f"{name} was not written with it"
-        size, digest = listed[name]
-        if found[name].stat().st_size != size or sha256(found[name]) != digest:
+        if found[name] != listed[name]:  # [size, SHA-256], as the marker holds them
             return f"{name} is not the file that was written (its size or SHA-256 differs)"
     return None
 

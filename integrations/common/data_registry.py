@@ -142,6 +142,17 @@ def status(dataset: Dataset, deep: bool = True) -> tuple[str, list[str]]:
     return ("missing" if all(p.endswith(": missing") for p in problems) else "corrupt"), problems
 
 
+def refuse_unpublished(files: list[Path], relative: str) -> None:
+    """Each of ``files`` (under ``<data root>/<relative>``) whose size or hash the registry knows is checked against
+    them before anything reads it: one line naming a file that is not the published one."""
+    expected = {rel: (d.name, e) for d in owners(relative) for rel, e in d.files.items()}
+    for path in files:
+        name, expect = expected.get(f"{relative}/{path.name}", (None, None))
+        if expect is not None and expect.known and (wrong := mismatch(path, expect)) is not None:
+            raise ValueError(f"{wrong}: not the published file (damaged or replaced), never read; fetch it again "
+                             f"(cl-plugins data download {name} --force)")  # fmt: skip
+
+
 def _unpack(archive: Path, source: Source, root: Path, expected: dict[str, Expected]) -> None:
     """Extract ``archive`` beside it, check its members against ``expected``, then move the folder that holds
     ``source.anchor`` to ``source.target``: a wrong member is refused before anything is moved into place."""

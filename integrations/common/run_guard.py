@@ -44,7 +44,7 @@ MAY_CHANGE = frozenset({"epochs", "max_steps", "stop_after_epochs", "eval_every"
 SEED_LISTS = frozenset({"seeds"})
 #: settings that do not describe the run itself
 NOT_COMPARED = frozenset({"resume", "overwrite", "progress", "log_with", "output_dir", "keep_checkpoints"})
-#: where ``--overwrite`` keeps the previous run until the new one commits
+#: where ``--overwrite`` keeps the previous run until the new one settles (its first checkpoint, or its end)
 REPLACED = ".cl_plugins_replaced"
 #: what the guard itself keeps in a folder (never part of a run)
 OWN = frozenset({".cl_plugins.lock", REPLACED})
@@ -165,7 +165,8 @@ def _read_manifest(path: Path) -> dict[str, Any]:
 
 
 def _set_aside(out: Path) -> None:
-    """Move the folder's contents into ``REPLACED`` (``--overwrite``: deleted at the commit, restored before)."""
+    """Move the folder's contents into ``REPLACED`` (``--overwrite``: deleted when the run settles, restored if it
+    fails before)."""
     aside = out / REPLACED
     aside.mkdir()
     for entry in list(out.iterdir()):

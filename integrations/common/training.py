@@ -297,8 +297,7 @@ def _refuse_damaged(folder: Path, path: Path) -> None:
     problem = atomic.damage(path)
     if problem is None:
         return
-    older = [p for p in folder.glob(f"{CHECKPOINT}_*") if p.name.rsplit("_", 1)[1].isdigit() and p != path]
-    older.sort(key=lambda p: int(p.name.rsplit("_", 1)[1]), reverse=True)
+    older = [p for p in reversed(_checkpoints(folder)) if p != path]
     intact = next((p for p in older if atomic.is_complete(p) and atomic.damage(p) is None), None)
     fallback = f"remove it to resume from {intact} (intact)" if intact else "start a new run (--overwrite)"
     raise ValueError(f"--resume: checkpoint {path} is damaged: {problem}; nothing of it was read. Restore the file, "
@@ -396,7 +395,11 @@ def _save(accelerator: Any, folder: Path, state: RunState, keep: int) -> None:
         run_guard.settle()  # the run has a complete checkpoint: what --overwrite set aside may go
     if not accelerator.is_main_process or keep <= 0:
         return
-    complete = [p for p in folder.glob(f"{CHECKPOINT}_*") if p.name.rsplit("_", 1)[1].isdigit()]
-    complete.sort(key=lambda p: int(p.name.rsplit("_", 1)[1]))
-    for old in complete[:-keep]:
+    for old in _checkpoints(folder)[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
+
+
+def _checkpoints(folder: Path) -> list[Path]:
+    """The ``step_<N>`` folders under ``folder``, oldest (smallest N) first."""
+    found = [p for p in folder.glob(f"{CHECKPOINT}_*") if p.name.rsplit("_", 1)[1].isdigit()]
+    return sorted(found, key=lambda p: int(p.name.rsplit("_", 1)[1]))

@@ -97,7 +97,9 @@ def _stage_raw(kind: str, subdir: str, name: str, root: str | Path | None) -> Pa
     dst = cache / name / "raw"
     if not dst.is_dir():
         if root is None:  # the data root's registered files (PyG unpickles Planetoid's); a folder the user names
-            check_registered(files, f"{subdir}/{name}/raw")  # holds their own
+            from integrations.common import data_registry  # holds their own
+
+            data_registry.refuse_unpublished(files, f"{subdir}/{name}/raw")
         if kind == "tu":
             check_tu_raw(src, name)
         tmp = dst.with_name(f"raw.{os.getpid()}.tmp")
@@ -111,20 +113,6 @@ def _stage_raw(kind: str, subdir: str, name: str, root: str | Path | None) -> Pa
                 raise
             shutil.rmtree(tmp)
     return cache
-
-
-def check_registered(files: list[Path], relative: str) -> None:
-    """Each of ``files`` (under ``<data root>/<relative>``) whose size and hash the data registry knows is checked
-    against them before anything reads it: one line naming a file that is not the published one."""
-    from integrations.common import data_registry
-    from integrations.common.downloads import mismatch
-
-    expected = {rel: (d.name, e) for d in data_registry.owners(relative) for rel, e in d.files.items()}
-    for path in files:
-        name, expect = expected.get(f"{relative}/{path.name}", (None, None))
-        if expect is not None and expect.known and (wrong := mismatch(path, expect)) is not None:
-            raise ValueError(f"{wrong}: not the published file (damaged or replaced), never read; fetch it again "
-                             f"(cl-plugins data download {name} --force)")  # fmt: skip
 
 
 def _registered_raw(subdir: str, name: str) -> Path:
