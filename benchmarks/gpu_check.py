@@ -167,6 +167,8 @@ def markdown(data: dict[str, Any]) -> str:
     lines = [f"# GPU check, {data['started']}", "", "```", json.dumps(data.get("environment", {}), indent=1), "```"]
     for key, cols in (("tests", ["part", "tests", "failures", "errors", "skipped", "seconds", "error"]),
                       ("trainers", ["trainer", "returncode", "seconds", "result", "error"]),
+                      ("kernel_sweep", ["stage", "n", "d", "direction", "row", "ms", "x_floor_fp32", "x_floor_bf16",
+                                        "peak_mib", "loss_err", "grad_err", "fp32", "bf16", "error"]),
                       ("loss_table", ["strategy", "kernel", "n", "d", "dtype", "ms", "x_bound", "peak_mib",
                                       "error"])):  # fmt: skip
         rows = data.get(key, [])
@@ -202,6 +204,20 @@ def loss_table(device: str, quick: bool, deadline: float, upstream: Path | None,
     gpu_loss_table.table(dev, sizes, dims, dtypes, deadline, upstream, record, reps)
 
 
+def kernel_sweep(device: str, quick: bool, deadline: float, report: Report) -> None:
+    """The Triton kernel's configurations against float64 and the losses users would pick instead
+    (``benchmarks/gpu_kernel_sweep.py``); on a CPU it needs Triton's interpreter."""
+    import torch
+
+    from benchmarks import gpu_kernel_sweep
+    from cl_plugins.kernels import triton_lse
+
+    dev = torch.device(device)
+    if not triton_lse.usable_on(dev):
+        return report.append("kernel_sweep", {"stage": "-", "error": f"Triton cannot run on {device} here"})
+    gpu_kernel_sweep.sweep(dev, deadline, lambda row: report.append("kernel_sweep", row), quick, 1 if quick else 3)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--device", default="cuda", help="cuda, cuda:N or cpu (default: cuda)")
@@ -211,7 +227,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--bundle", type=Path, help="the folder --make_bundle wrote (default: ../shared beside the repo)")
     p.add_argument("--make_bundle", type=Path, help="write the bundle to this folder and stop")
     p.add_argument("--wheels", type=Path, help="with --make_bundle: a folder of wheels to bundle")
-    p.add_argument("--skip", nargs="*", default=[], help="parts to leave out: tests, trainers, tile_sweep, loss_table")
+    p.add_argument("--skip", nargs="*", default=[],
+                   help="parts to leave out: tests, trainers, kernel_sweep, tile_sweep, loss_table")  # fmt: skip
     p.add_argument("--sizes", type=int, nargs="+", help="the loss table's N (default: 4096 16384 65536 131072)")
     p.add_argument("--dims", type=int, nargs="+", help="the loss table's D (default: 128 512)")
     args = p.parse_args(argv)
@@ -242,6 +259,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         device_tests(args.device, args.quick, min(150.0, 0.3 * left()), report, env)
     if "trainers" not in args.skip:
         gpu_trainers.run_all(args.quick, work, time.monotonic() + 0.55 * left(), report, env)
+    if "kernel_sweep" not in args.skip:
+        kernel_sweep(args.device, args.quick, deadline - 5 if "loss_table" in args.skip else deadline - 0.4 * left(),
+                     report)  # fmt: skip
     if "loss_table" not in args.skip:
         loss_table(args.device, args.quick, deadline - 5, upstream, report, args.sizes, args.dims,
                    "tile_sweep" not in args.skip)

@@ -26,10 +26,12 @@ from cl_plugins.kernels import triton_lse
 TAU = 0.07
 
 
-def _timed(step: Callable[[], Any], device: torch.device, reps: int) -> tuple[float, float]:
-    """(median milliseconds, peak MiB above what was allocated before) of ``step``."""
+def _timed(step: Callable[[], Any], device: torch.device, reps: int, warm: bool = True) -> tuple[float, float]:
+    """(median milliseconds, peak MiB above what was allocated before) of ``step``; ``warm=False`` where the
+    caller has run it already."""
     cuda = device.type == "cuda"
-    step()  # warm-up: kernels chosen and compiled, buffers cached
+    if warm:
+        step()  # warm-up: kernels chosen and compiled, buffers cached
     if cuda:
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()

@@ -23,6 +23,9 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
@@ -88,16 +91,27 @@ if triton is not None:
         return x / tau, 1.0 / tau, tau
 
     @triton.jit
-    def _rows(ptr, idx, n, D, DP: tl.constexpr):
-        """The rows ``idx`` of an [n, D] matrix, padded with zeros to DP columns and past its last row."""
-        d = tl.arange(0, DP)
+    def _rows(ptr, idx, n, D, k0, BD: tl.constexpr):
+        """Columns ``k0 .. k0 + BD`` of the rows ``idx`` of an [n, D] matrix, zeros past its last row and column."""
+        d = k0 + tl.arange(0, BD)
         return tl.load(ptr + idx[:, None] * D + d[None, :], mask=(idx[:, None] < n) & (d[None, :] < D), other=0.0)
 
     @triton.jit
+    def _products(a_ptr, c_ptr, rows, cols, A, M, D, DP: tl.constexpr, BD: tl.constexpr, PREC: tl.constexpr):
+        """The [rows, cols] block of ``a c^T``, accumulated in float32 over chunks of BD features (no spills at
+        large D); half-precision rows multiply on the tensor cores, float32 rows at precision PREC."""
+        x = tl.dot(_rows(a_ptr, rows, A, D, 0, BD), tl.trans(_rows(c_ptr, cols, M, D, 0, BD)), input_precision=PREC)
+        for k0 in tl.static_range(BD, DP, BD):
+            x = tl.dot(_rows(a_ptr, rows, A, D, k0, BD), tl.trans(_rows(c_ptr, cols, M, D, k0, BD)), x,
+                       input_precision=PREC)  # fmt: skip
+        return x
+
+    @triton.jit
     def _tile(a_ptr, c_ptr, rows, cols, A, M, D, ex_ptr, K: tl.constexpr, la_ptr, lc_ptr, LABELS: tl.constexpr,
-              bias_ptr, bias, BIAS: tl.constexpr, MAP: tl.constexpr, p0, p1, p2, p3, DP: tl.constexpr):
+              bias_ptr, bias, BIAS: tl.constexpr, MAP: tl.constexpr, p0, p1, p2, p3, DP: tl.constexpr,
+              BD: tl.constexpr, PREC: tl.constexpr):  # fmt: skip
         """(masked logits with -inf off the negatives, phi', statistic, negatives mask) of one block."""
-        x = tl.dot(_rows(a_ptr, rows, A, D, DP), tl.trans(_rows(c_ptr, cols, M, D, DP)), input_precision="ieee")
+        x = _products(a_ptr, c_ptr, rows, cols, A, M, D, DP, BD, PREC)
         logit, deriv, stat = _phi(x, MAP, p0, p1, p2, p3)
         neg = (rows[:, None] < A) & (cols[None, :] < M)
         for k in tl.static_range(K):
@@ -122,8 +136,8 @@ if triton is not None:
     @triton.jit
     def _forward(a_ptr, c_ptr, A, M, D, ex_ptr, K: tl.constexpr, la_ptr, lc_ptr, LABELS: tl.constexpr, bias_ptr,
                  bias, BIAS: tl.constexpr, MAP: tl.constexpr, p0, p1, p2, p3, ratio, RATIO: tl.constexpr,
-                 lse_ptr, extra_ptr, stat_ptr, STATS: tl.constexpr, DP: tl.constexpr, BA: tl.constexpr,
-                 BM: tl.constexpr):  # fmt: skip
+                 lse_ptr, extra_ptr, stat_ptr, STATS: tl.constexpr, DP: tl.constexpr, BD: tl.constexpr,
+                 DO: tl.constexpr, PREC: tl.constexpr, BA: tl.constexpr, BM: tl.constexpr):  # fmt: skip
         rows = tl.program_id(0) * BA + tl.arange(0, BA)
         m = tl.full([BA], float("-inf"), tl.float32)
         s = tl.zeros([BA], tl.float32)
@@ -135,7 +149,7 @@ if triton is not None:
         for j in range(0, M, BM):
             cols = j + tl.arange(0, BM)
             logit, deriv, stat, neg = _tile(a_ptr, c_ptr, rows, cols, A, M, D, ex_ptr, K, la_ptr, lc_ptr, LABELS,
-                                            bias_ptr, bias, BIAS, MAP, p0, p1, p2, p3, DP)  # fmt: skip
+                                            bias_ptr, bias, BIAS, MAP, p0, p1, p2, p3, DP, BD, PREC)  # fmt: skip
             m, s = _online(m, s, logit)
             if RATIO:
                 m2, s2 = _online(m2, s2, logit * ratio)
@@ -155,41 +169,50 @@ if triton is not None:
     @triton.jit
     def _gradient(a_ptr, c_ptr, rows, cols, A, M, D, ex_ptr, K: tl.constexpr, la_ptr, lc_ptr, LABELS: tl.constexpr,
                   bias_ptr, bias, BIAS: tl.constexpr, MAP: tl.constexpr, p0, p1, p2, p3, lse_ptr, g_ptr,
-                  DP: tl.constexpr):  # fmt: skip
-        """G = dL/dx of one block: exp(l - LSE_i) g_i phi', 0 off the negatives."""
+                  DP: tl.constexpr, BD: tl.constexpr, PREC: tl.constexpr):  # fmt: skip
+        """G = dL/dx of one block: exp(l - LSE_i) g_i phi', 0 off the negatives, in the inputs' dtype (the
+        tensor cores' operand)."""
         logit, deriv, stat, neg = _tile(a_ptr, c_ptr, rows, cols, A, M, D, ex_ptr, K, la_ptr, lc_ptr, LABELS,
-                                        bias_ptr, bias, BIAS, MAP, p0, p1, p2, p3, DP)  # fmt: skip
+                                        bias_ptr, bias, BIAS, MAP, p0, p1, p2, p3, DP, BD, PREC)  # fmt: skip
         lse = tl.load(lse_ptr + rows, mask=rows < A, other=0.0)
         lse = tl.where(lse == float("-inf"), 0.0, lse)  # a row with no negative: every entry is masked anyway
         g = tl.load(g_ptr + rows, mask=rows < A, other=0.0)
-        return tl.where(neg, tl.exp(logit - lse[:, None]) * g[:, None] * deriv, 0.0)
+        grad = tl.where(neg, tl.exp(logit - lse[:, None]) * g[:, None] * deriv, 0.0)
+        return grad.to(a_ptr.dtype.element_ty)
 
     @triton.jit
     def _backward_anchors(a_ptr, c_ptr, A, M, D, ex_ptr, K: tl.constexpr, la_ptr, lc_ptr, LABELS: tl.constexpr,
                           bias_ptr, bias, BIAS: tl.constexpr, MAP: tl.constexpr, p0, p1, p2, p3, lse_ptr, g_ptr,
-                          out_ptr, DP: tl.constexpr, BA: tl.constexpr, BM: tl.constexpr):  # fmt: skip
+                          out_ptr, DP: tl.constexpr, BD: tl.constexpr, DO: tl.constexpr, PREC: tl.constexpr,
+                          BA: tl.constexpr, BM: tl.constexpr):  # fmt: skip
+        """dA = G c for a block of anchors and DO of the D columns (program axis 1): the logits are recomputed
+        once per DO columns, so DO < D trades products for registers."""
         rows = tl.program_id(0) * BA + tl.arange(0, BA)
-        d = tl.arange(0, DP)
-        acc = tl.zeros([BA, DP], tl.float32)
+        d0 = tl.program_id(1) * DO
+        acc = tl.zeros([BA, DO], tl.float32)
         for j in range(0, M, BM):
             cols = j + tl.arange(0, BM)
             grad = _gradient(a_ptr, c_ptr, rows, cols, A, M, D, ex_ptr, K, la_ptr, lc_ptr, LABELS, bias_ptr, bias,
-                             BIAS, MAP, p0, p1, p2, p3, lse_ptr, g_ptr, DP)  # fmt: skip
-            acc += tl.dot(grad, _rows(c_ptr, cols, M, D, DP), input_precision="ieee")
+                             BIAS, MAP, p0, p1, p2, p3, lse_ptr, g_ptr, DP, BD, PREC)  # fmt: skip
+            acc = tl.dot(grad, _rows(c_ptr, cols, M, D, d0, DO), acc, input_precision=PREC)
+        d = d0 + tl.arange(0, DO)
         tl.store(out_ptr + rows[:, None] * D + d[None, :], acc, mask=(rows[:, None] < A) & (d[None, :] < D))
 
     @triton.jit
     def _backward_candidates(a_ptr, c_ptr, A, M, D, ex_ptr, K: tl.constexpr, la_ptr, lc_ptr, LABELS: tl.constexpr,
                              bias_ptr, bias, BIAS: tl.constexpr, MAP: tl.constexpr, p0, p1, p2, p3, lse_ptr, g_ptr,
-                             out_ptr, DP: tl.constexpr, BA: tl.constexpr, BM: tl.constexpr):  # fmt: skip
+                             out_ptr, DP: tl.constexpr, BD: tl.constexpr, DO: tl.constexpr, PREC: tl.constexpr,
+                             BA: tl.constexpr, BM: tl.constexpr):  # fmt: skip
+        """dC = G^T a for a block of candidates and DO of the D columns, as :func:`_backward_anchors`."""
         cols = tl.program_id(0) * BM + tl.arange(0, BM)
-        d = tl.arange(0, DP)
-        acc = tl.zeros([BM, DP], tl.float32)
+        d0 = tl.program_id(1) * DO
+        acc = tl.zeros([BM, DO], tl.float32)
         for i in range(0, A, BA):
             rows = i + tl.arange(0, BA)
             grad = _gradient(a_ptr, c_ptr, rows, cols, A, M, D, ex_ptr, K, la_ptr, lc_ptr, LABELS, bias_ptr, bias,
-                             BIAS, MAP, p0, p1, p2, p3, lse_ptr, g_ptr, DP)  # fmt: skip
-            acc += tl.dot(tl.trans(grad), _rows(a_ptr, rows, A, D, DP), input_precision="ieee")
+                             BIAS, MAP, p0, p1, p2, p3, lse_ptr, g_ptr, DP, BD, PREC)  # fmt: skip
+            acc = tl.dot(tl.trans(grad), _rows(a_ptr, rows, A, D, d0, DO), acc, input_precision=PREC)
+        d = d0 + tl.arange(0, DO)
         tl.store(out_ptr + cols[:, None] * D + d[None, :], acc, mask=(cols[:, None] < M) & (d[None, :] < D))
 
 
@@ -200,12 +223,77 @@ def _next_power_of_two(n: int) -> int:
     return 1 << max(4, (n - 1).bit_length())  # tl.dot takes 16 and up
 
 
+PRECISIONS = ("ieee", "tf32x3", "bf16x3", "bf16x6", "tf32", "bf16", "fp16")
+#: the operands' dtype on the tensor cores for the precisions that round the rows themselves
+ROUNDED = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+@dataclass(frozen=True)
+class TritonConfig:
+    """How the Triton kernels run, never what they compute (up to the rounding of ``precision``).
+
+    Args:
+        precision: the products: ``"ieee"`` (float32, no tensor cores), ``"tf32x3"``, ``"bf16x3"``, ``"bf16x6"``
+            (split products on the tensor cores, near float32), ``"tf32"`` (about 1e-3 per product), ``"bf16"``,
+            ``"fp16"`` (rows and gradient blocks rounded to that dtype, float32 accumulation: the products of
+            half-precision features) (default: ``"ieee"``)
+        block_a, block_m: anchors and candidates per block (default: 32, 32)
+        block_d: features per product chunk, 0 for all of D (default: 0)
+        out_d: gradient columns per backward program, 0 for all of D (default: 0)
+        warps, stages: Triton's ``num_warps`` and ``num_stages`` (default: 4, 3)
+    """
+
+    precision: str = "ieee"
+    block_a: int = BLOCK
+    block_m: int = BLOCK
+    block_d: int = 0
+    out_d: int = 0
+    warps: int = 4
+    stages: int = 3
+
+    def __post_init__(self) -> None:
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"TritonConfig: precision={self.precision!r} is not one of {', '.join(PRECISIONS)}")
+        for name in ("block_a", "block_m", "block_d", "out_d", "warps"):
+            value = getattr(self, name)
+            if value != 0 and (value < (1 if name == "warps" else 16) or value & (value - 1)):
+                raise ValueError(f"TritonConfig: {name}={value} must be a power of two (16 or more for a block)")
+
+    def sizes(self, dim: int) -> tuple[int, int, int, str, int, int]:
+        """The kernels' compile-time sizes for D = ``dim``: (DP, BD, DO, PREC, BA, BM)."""
+        dp = _next_power_of_two(dim)
+        bd, do = min(self.block_d or dp, dp), min(self.out_d or dp, dp)
+        return dp, bd, do, "ieee" if self.precision in ROUNDED else self.precision, self.block_a, self.block_m
+
+    def launch(self) -> dict[str, int]:
+        return {"num_warps": self.warps, "num_stages": self.stages}
+
+
+_config = {"now": TritonConfig()}
+
+
+@contextmanager
+def using(config: TritonConfig) -> Iterator[None]:
+    """Run the Triton kernels with ``config`` inside the block (benchmarks and tests compare configurations)."""
+    before, _config["now"] = _config["now"], config
+    try:
+        yield
+    finally:
+        _config["now"] = before
+
+
+def _operands(a: torch.Tensor, c: torch.Tensor, config: TritonConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """The rows the kernels read: float32, or rounded to the half dtype of a ``"bf16"``/``"fp16"`` precision."""
+    dtype = ROUNDED.get(config.precision, torch.float32)
+    return a.to(dtype).contiguous(), c.to(dtype).contiguous()
+
+
 class _Spec:
     """Everything the three kernels take besides the embeddings, in their order."""
 
     def __init__(self, a: torch.Tensor, c: torch.Tensor, exclude_cols: torch.Tensor | None,
                  labels: tuple[torch.Tensor, torch.Tensor] | None, bias_cols: torch.Tensor | None, bias: float,
-                 logit_map: LogitMap | None) -> None:  # fmt: skip
+                 logit_map: LogitMap | None, config: TritonConfig) -> None:  # fmt: skip
         dummy = a.new_zeros(1, dtype=torch.long)
         ex = dummy if exclude_cols is None else exclude_cols.long().contiguous()
         la, lc = (dummy, dummy) if labels is None else (labels[0].long().contiguous(), labels[1].long().contiguous())
@@ -215,7 +303,12 @@ class _Spec:
         bias_t = dummy if bias_cols is None else bias_cols.long().contiguous()
         self.common = (a.shape[0], c.shape[0], a.shape[1], ex, k, la, lc, labels is not None, bias_t, float(bias),
                        bias_cols is not None, map_id, *p)  # fmt: skip
-        self.sizes = (_next_power_of_two(a.shape[1]), BLOCK, BLOCK)
+        self.config = config
+        self.sizes = config.sizes(a.shape[1])
+
+    def grid(self, n: int, block: int, out_columns: bool) -> tuple[int, int]:
+        dp, _, do = self.sizes[:3]
+        return triton.cdiv(n, block), (triton.cdiv(dp, do) if out_columns else 1)
 
 
 def supports(logit_map: LogitMap | None, ratios: tuple[float, ...], dtype: torch.dtype = torch.float32) -> bool:
@@ -236,9 +329,9 @@ def _fail(error: Exception) -> None:
 def _streamed_gradients(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[no-untyped-def]
     """dL/da, dL/dc from the streaming kernel (exact), for a backward whose Triton kernels failed."""
     exclude_cols, labels, bias_cols, bias, logit_map, _ = ctx.plan
-    a32, c32, _ = ctx.saved_tensors
+    a_in, c_in, _ = ctx.saved_tensors
     with torch.enable_grad():
-        a, c = a32.detach().requires_grad_(), c32.detach().requires_grad_()
+        a, c = a_in.detach().float().requires_grad_(), c_in.detach().float().requires_grad_()
         lse = streaming_negative_lse(a, c, exclude_cols, logit_map=logit_map, bias_cols=bias_cols, bias=bias,
                                      labels=labels)[0]  # fmt: skip
         grad_a, grad_c = torch.autograd.grad(lse, (a, c), grad.to(lse.dtype))
@@ -250,17 +343,19 @@ class _TritonNegativeLSE(torch.autograd.Function):
     def forward(ctx, a, c, plan):  # type: ignore[override]
         exclude_cols, labels, bias_cols, bias, logit_map, ratios = plan
         with torch.autocast(device_type=a.device.type, enabled=False), torch.no_grad():
-            a32, c32 = a.float().contiguous(), c.float().contiguous()
-            spec = _Spec(a32, c32, exclude_cols, labels, bias_cols, bias, logit_map)
+            config = _config["now"]
+            a_in, c_in = _operands(a, c, config)
+            spec = _Spec(a_in, c_in, exclude_cols, labels, bias_cols, bias, logit_map, config)
             n = a.shape[0]
-            lse, extra, stats = a32.new_empty(n), a32.new_empty(n), a32.new_empty(n, 3)
+            lse, extra, stats = (a.new_empty(n, dtype=torch.float32), a.new_empty(n, dtype=torch.float32),
+                                 a.new_empty(n, 3, dtype=torch.float32))  # fmt: skip
             stat = logit_map is not None and logit_map.with_stat is not None and logit_map.on_stats is not None
             ratio = float(ratios[0]) if ratios else 1.0
-            _forward[(triton.cdiv(n, BLOCK),)](a32, c32, *spec.common, ratio, bool(ratios), lse, extra, stats, stat,
-                                               *spec.sizes)  # fmt: skip
+            _forward[spec.grid(n, config.block_a, False)](a_in, c_in, *spec.common, ratio, bool(ratios), lse, extra,
+                                                          stats, stat, *spec.sizes, **config.launch())  # fmt: skip
             if stat:
                 logit_map.on_stats(stats[:, 0].sum(), stats[:, 1].amin(), stats[:, 2].amax())
-        ctx.save_for_backward(a32, c32, lse)
+        ctx.save_for_backward(a_in, c_in, lse)
         ctx.spec, ctx.dtypes, ctx.plan = spec, (a.dtype, c.dtype), plan
         outs = [lse.to(a.dtype)] + ([extra.to(a.dtype)] if ratios else [])
         ctx.mark_non_differentiable(*outs[1:])
@@ -269,15 +364,17 @@ class _TritonNegativeLSE(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad, *unused):  # type: ignore[override]
         refuse_second_derivative("Triton")
-        a32, c32, lse = ctx.saved_tensors
+        a_in, c_in, lse = ctx.saved_tensors
         spec: _Spec = ctx.spec
+        config = spec.config
         g = grad.float().contiguous()
-        grad_a, grad_c = torch.empty_like(a32), torch.empty_like(c32)
+        grad_a = torch.empty(a_in.shape, dtype=torch.float32, device=a_in.device)
+        grad_c = torch.empty(c_in.shape, dtype=torch.float32, device=c_in.device)
         try:
-            _backward_anchors[(triton.cdiv(a32.shape[0], BLOCK),)](a32, c32, *spec.common, lse, g, grad_a,
-                                                                   *spec.sizes)  # fmt: skip
-            _backward_candidates[(triton.cdiv(c32.shape[0], BLOCK),)](a32, c32, *spec.common, lse, g, grad_c,
-                                                                      *spec.sizes)  # fmt: skip
+            _backward_anchors[spec.grid(a_in.shape[0], config.block_a, True)](
+                a_in, c_in, *spec.common, lse, g, grad_a, *spec.sizes, **config.launch())  # fmt: skip
+            _backward_candidates[spec.grid(c_in.shape[0], config.block_m, True)](
+                a_in, c_in, *spec.common, lse, g, grad_c, *spec.sizes, **config.launch())  # fmt: skip
         except Exception as error:  # noqa: BLE001 - a backward kernel that cannot compile here: streamed, exact
             _fail(error)
             grad_a, grad_c = _streamed_gradients(ctx, g)
