@@ -204,7 +204,7 @@ def loss_table(device: str, quick: bool, deadline: float, upstream: Path | None,
     gpu_loss_table.table(dev, sizes, dims, dtypes, deadline, upstream, record, reps)
 
 
-def kernel_sweep(device: str, quick: bool, deadline: float, report: Report) -> None:
+def kernel_sweep(device: str, quick: bool, deadline: float, report: Report, max_n: int, refs_max_n: int) -> None:
     """The Triton kernel's configurations against float64 and the losses users would pick instead
     (``benchmarks/gpu_kernel_sweep.py``); on a CPU it needs Triton's interpreter."""
     import torch
@@ -215,7 +215,8 @@ def kernel_sweep(device: str, quick: bool, deadline: float, report: Report) -> N
     dev = torch.device(device)
     if not triton_lse.usable_on(dev):
         return report.append("kernel_sweep", {"stage": "-", "error": f"Triton cannot run on {device} here"})
-    gpu_kernel_sweep.sweep(dev, deadline, lambda row: report.append("kernel_sweep", row), quick, 1 if quick else 3)
+    gpu_kernel_sweep.sweep(dev, deadline, lambda row: report.append("kernel_sweep", row), quick, 1 if quick else 3,
+                           max_n, refs_max_n)  # fmt: skip
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -229,6 +230,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--wheels", type=Path, help="with --make_bundle: a folder of wheels to bundle")
     p.add_argument("--skip", nargs="*", default=[],
                    help="parts to leave out: tests, trainers, kernel_sweep, tile_sweep, loss_table")  # fmt: skip
+    p.add_argument("--sweep_max_n", type=int, default=1 << 20, help="the kernel sweep's largest N (default: 2^20)")
+    p.add_argument("--sweep_refs_max_n", type=int, default=1 << 20,
+                   help="the kernel sweep measures the losses to beat up to this N (default: 2^20)")  # fmt: skip
     p.add_argument("--sizes", type=int, nargs="+", help="the loss table's N (default: 4096 16384 65536 131072)")
     p.add_argument("--dims", type=int, nargs="+", help="the loss table's D (default: 128 512)")
     args = p.parse_args(argv)
@@ -261,7 +265,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         gpu_trainers.run_all(args.quick, work, time.monotonic() + 0.55 * left(), report, env)
     if "kernel_sweep" not in args.skip:
         kernel_sweep(args.device, args.quick, deadline - 5 if "loss_table" in args.skip else deadline - 0.4 * left(),
-                     report)  # fmt: skip
+                     report, args.sweep_max_n, args.sweep_refs_max_n)  # fmt: skip
     if "loss_table" not in args.skip:
         loss_table(args.device, args.quick, deadline - 5, upstream, report, args.sizes, args.dims,
                    "tile_sweep" not in args.skip)

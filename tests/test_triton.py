@@ -254,3 +254,13 @@ def test_a_configuration_that_cannot_run_is_refused_in_one_line(field: str, valu
     with pytest.raises(ValueError, match=f"TritonConfig: {field}=") as info:
         triton_lse.TritonConfig(**{field: value})
     assert "\n" not in str(info.value)
+
+
+def test_the_default_configuration_by_width_and_device() -> None:
+    cuda = torch.device("cuda")
+    assert triton_lse.config_for(128, cuda) == triton_lse.DEFAULTS[128]
+    assert triton_lse.config_for(100, cuda).precision == "bf16x3"
+    assert triton_lse.config_for(129, cuda) == triton_lse.DEFAULTS[0] and triton_lse.DEFAULTS[0].block_d < 256
+    assert triton_lse.config_for(128, torch.device("cpu")).precision == "ieee"  # the interpreter has no bf16x3
+    with triton_lse.using(triton_lse.TritonConfig(precision="tf32x3")):
+        assert triton_lse.config_for(512, cuda).precision == "tf32x3"

@@ -13,8 +13,12 @@ deterministic. A learned temperature is in the anchors (pre-scaled by 1/tau), so
 
 Per-pair maps are described to the kernel by ``LogitMap.triton = (map id, params)`` (:data:`MAPS`): DySTreSS's five
 profiles (detached tau: phi' = 1/tau, statistic tau) and temperature-free's clamped 2 atanh (phi' = 2 / (1 - s^2)).
-A map without that description runs on the streaming kernel. Products are accumulated in float32 with IEEE
-precision (no TF32), so the kernel equals the others to float32 rounding.
+A map without that description runs on the streaming kernel.
+
+How the kernels run is a :class:`TritonConfig` (:data:`DEFAULTS` by D, or one set with :func:`using`): the
+products' precision (by default bf16x3, three bf16 products of a hi/lo split on the tensor cores with float32
+accumulation, within 3e-7 of float64 on the H200 sweep; IEEE float32 as an option; bf16 for half-precision
+features), the block shapes, warps and pipeline stages, and chunks of D for wide features.
 
 On the CPU it runs only under Triton's interpreter (``TRITON_INTERPRET=1``), which the tests use.
 """
@@ -25,7 +29,7 @@ import os
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import torch
@@ -97,9 +101,12 @@ if triton is not None:
         return tl.load(ptr + idx[:, None] * D + d[None, :], mask=(idx[:, None] < n) & (d[None, :] < D), other=0.0)
 
     @triton.jit
-    def _products(a_ptr, c_ptr, rows, cols, A, M, D, DP: tl.constexpr, BD: tl.constexpr, PREC: tl.constexpr):
-        """The [rows, cols] block of ``a c^T``, accumulated in float32 over chunks of BD features (no spills at
-        large D); half-precision rows multiply on the tensor cores, float32 rows at precision PREC."""
+    def _products(a_blk, a_ptr, c_ptr, rows, cols, A, M, D, DP: tl.constexpr, BD: tl.constexpr, PREC: tl.constexpr):
+        """The [rows, cols] block of ``a c^T`` in float32. With D in one chunk (BD = DP) the anchors are ``a_blk``,
+        loaded once by the caller outside its loop; otherwise both sides are read BD features at a time (no spills
+        at large D)."""
+        if BD == DP:
+            return tl.dot(a_blk, tl.trans(_rows(c_ptr, cols, M, D, 0, DP)), input_precision=PREC)
         x = tl.dot(_rows(a_ptr, rows, A, D, 0, BD), tl.trans(_rows(c_ptr, cols, M, D, 0, BD)), input_precision=PREC)
         for k0 in tl.static_range(BD, DP, BD):
             x = tl.dot(_rows(a_ptr, rows, A, D, k0, BD), tl.trans(_rows(c_ptr, cols, M, D, k0, BD)), x,
@@ -107,11 +114,16 @@ if triton is not None:
         return x
 
     @triton.jit
-    def _tile(a_ptr, c_ptr, rows, cols, A, M, D, ex_ptr, K: tl.constexpr, la_ptr, lc_ptr, LABELS: tl.constexpr,
-              bias_ptr, bias, BIAS: tl.constexpr, MAP: tl.constexpr, p0, p1, p2, p3, DP: tl.constexpr,
-              BD: tl.constexpr, PREC: tl.constexpr):  # fmt: skip
-        """(masked logits with -inf off the negatives, phi', statistic, negatives mask) of one block."""
-        x = _products(a_ptr, c_ptr, rows, cols, A, M, D, DP, BD, PREC)
+    def _anchor_block(a_ptr, rows, A, D, DP: tl.constexpr, BD: tl.constexpr):
+        """The anchors of a program, whole, where D is one chunk (a placeholder otherwise)."""
+        if BD == DP:
+            return _rows(a_ptr, rows, A, D, 0, DP)
+        return tl.zeros([16, 16], a_ptr.dtype.element_ty)
+
+    @triton.jit
+    def _tile(x, rows, cols, A, M, ex_ptr, K: tl.constexpr, la_ptr, lc_ptr, LABELS: tl.constexpr, bias_ptr, bias,
+              BIAS: tl.constexpr, MAP: tl.constexpr, p0, p1, p2, p3):  # fmt: skip
+        """(masked logits with -inf off the negatives, phi', statistic, negatives mask) of the products ``x``."""
         logit, deriv, stat = _phi(x, MAP, p0, p1, p2, p3)
         neg = (rows[:, None] < A) & (cols[None, :] < M)
         for k in tl.static_range(K):
@@ -139,6 +151,7 @@ if triton is not None:
                  lse_ptr, extra_ptr, stat_ptr, STATS: tl.constexpr, DP: tl.constexpr, BD: tl.constexpr,
                  DO: tl.constexpr, PREC: tl.constexpr, BA: tl.constexpr, BM: tl.constexpr):  # fmt: skip
         rows = tl.program_id(0) * BA + tl.arange(0, BA)
+        a_blk = _anchor_block(a_ptr, rows, A, D, DP, BD)
         m = tl.full([BA], float("-inf"), tl.float32)
         s = tl.zeros([BA], tl.float32)
         m2 = tl.full([BA], float("-inf"), tl.float32)
@@ -148,8 +161,9 @@ if triton is not None:
         high = tl.full([BA], float("-inf"), tl.float32)
         for j in range(0, M, BM):
             cols = j + tl.arange(0, BM)
-            logit, deriv, stat, neg = _tile(a_ptr, c_ptr, rows, cols, A, M, D, ex_ptr, K, la_ptr, lc_ptr, LABELS,
-                                            bias_ptr, bias, BIAS, MAP, p0, p1, p2, p3, DP, BD, PREC)  # fmt: skip
+            x = _products(a_blk, a_ptr, c_ptr, rows, cols, A, M, D, DP, BD, PREC)
+            logit, deriv, stat, neg = _tile(x, rows, cols, A, M, ex_ptr, K, la_ptr, lc_ptr, LABELS, bias_ptr, bias,
+                                            BIAS, MAP, p0, p1, p2, p3)  # fmt: skip
             m, s = _online(m, s, logit)
             if RATIO:
                 m2, s2 = _online(m2, s2, logit * ratio)
@@ -167,18 +181,16 @@ if triton is not None:
             tl.store(stat_ptr + rows * 3 + 2, high, mask=keep)
 
     @triton.jit
-    def _gradient(a_ptr, c_ptr, rows, cols, A, M, D, ex_ptr, K: tl.constexpr, la_ptr, lc_ptr, LABELS: tl.constexpr,
-                  bias_ptr, bias, BIAS: tl.constexpr, MAP: tl.constexpr, p0, p1, p2, p3, lse_ptr, g_ptr,
-                  DP: tl.constexpr, BD: tl.constexpr, PREC: tl.constexpr):  # fmt: skip
-        """G = dL/dx of one block: exp(l - LSE_i) g_i phi', 0 off the negatives, in the inputs' dtype (the
-        tensor cores' operand)."""
-        logit, deriv, stat, neg = _tile(a_ptr, c_ptr, rows, cols, A, M, D, ex_ptr, K, la_ptr, lc_ptr, LABELS,
-                                        bias_ptr, bias, BIAS, MAP, p0, p1, p2, p3, DP, BD, PREC)  # fmt: skip
+    def _gradient(x, rows, cols, A, M, ex_ptr, K: tl.constexpr, la_ptr, lc_ptr, LABELS: tl.constexpr, bias_ptr, bias,
+                  BIAS: tl.constexpr, MAP: tl.constexpr, p0, p1, p2, p3, lse_ptr, g_ptr, dtype: tl.constexpr):
+        """G = dL/dx of the products ``x``: exp(l - LSE_i) g_i phi', 0 off the negatives, in ``dtype`` (the tensor
+        cores' operand)."""
+        logit, deriv, stat, neg = _tile(x, rows, cols, A, M, ex_ptr, K, la_ptr, lc_ptr, LABELS, bias_ptr, bias, BIAS,
+                                        MAP, p0, p1, p2, p3)  # fmt: skip
         lse = tl.load(lse_ptr + rows, mask=rows < A, other=0.0)
         lse = tl.where(lse == float("-inf"), 0.0, lse)  # a row with no negative: every entry is masked anyway
         g = tl.load(g_ptr + rows, mask=rows < A, other=0.0)
-        grad = tl.where(neg, tl.exp(logit - lse[:, None]) * g[:, None] * deriv, 0.0)
-        return grad.to(a_ptr.dtype.element_ty)
+        return tl.where(neg, tl.exp(logit - lse[:, None]) * g[:, None] * deriv, 0.0).to(dtype)
 
     @triton.jit
     def _backward_anchors(a_ptr, c_ptr, A, M, D, ex_ptr, K: tl.constexpr, la_ptr, lc_ptr, LABELS: tl.constexpr,
@@ -189,12 +201,19 @@ if triton is not None:
         once per DO columns, so DO < D trades products for registers."""
         rows = tl.program_id(0) * BA + tl.arange(0, BA)
         d0 = tl.program_id(1) * DO
+        a_blk = _anchor_block(a_ptr, rows, A, D, DP, BD)
         acc = tl.zeros([BA, DO], tl.float32)
         for j in range(0, M, BM):
             cols = j + tl.arange(0, BM)
-            grad = _gradient(a_ptr, c_ptr, rows, cols, A, M, D, ex_ptr, K, la_ptr, lc_ptr, LABELS, bias_ptr, bias,
-                             BIAS, MAP, p0, p1, p2, p3, lse_ptr, g_ptr, DP, BD, PREC)  # fmt: skip
-            acc = tl.dot(grad, _rows(c_ptr, cols, M, D, d0, DO), acc, input_precision=PREC)
+            if BD == DP and DO == DP:  # one read of the candidates serves both products
+                c_blk = _rows(c_ptr, cols, M, D, 0, DP)
+                x = tl.dot(a_blk, tl.trans(c_blk), input_precision=PREC)
+            else:
+                x = _products(a_blk, a_ptr, c_ptr, rows, cols, A, M, D, DP, BD, PREC)
+                c_blk = _rows(c_ptr, cols, M, D, d0, DO)
+            grad = _gradient(x, rows, cols, A, M, ex_ptr, K, la_ptr, lc_ptr, LABELS, bias_ptr, bias, BIAS, MAP, p0,
+                             p1, p2, p3, lse_ptr, g_ptr, a_ptr.dtype.element_ty)  # fmt: skip
+            acc = tl.dot(grad, c_blk, acc, input_precision=PREC)
         d = d0 + tl.arange(0, DO)
         tl.store(out_ptr + rows[:, None] * D + d[None, :], acc, mask=(rows[:, None] < A) & (d[None, :] < D))
 
@@ -206,12 +225,19 @@ if triton is not None:
         """dC = G^T a for a block of candidates and DO of the D columns, as :func:`_backward_anchors`."""
         cols = tl.program_id(0) * BM + tl.arange(0, BM)
         d0 = tl.program_id(1) * DO
+        c_blk = _anchor_block(c_ptr, cols, M, D, DP, BD)  # the fixed side here: this program's candidates
         acc = tl.zeros([BM, DO], tl.float32)
         for i in range(0, A, BA):
             rows = i + tl.arange(0, BA)
-            grad = _gradient(a_ptr, c_ptr, rows, cols, A, M, D, ex_ptr, K, la_ptr, lc_ptr, LABELS, bias_ptr, bias,
-                             BIAS, MAP, p0, p1, p2, p3, lse_ptr, g_ptr, DP, BD, PREC)  # fmt: skip
-            acc = tl.dot(tl.trans(grad), _rows(a_ptr, rows, A, D, d0, DO), acc, input_precision=PREC)
+            if BD == DP and DO == DP:
+                a_blk = _rows(a_ptr, rows, A, D, 0, DP)
+                x = tl.dot(a_blk, tl.trans(c_blk), input_precision=PREC)
+            else:
+                x = tl.trans(_products(c_blk, c_ptr, a_ptr, cols, rows, M, A, D, DP, BD, PREC))
+                a_blk = _rows(a_ptr, rows, A, D, d0, DO)
+            grad = _gradient(x, rows, cols, A, M, ex_ptr, K, la_ptr, lc_ptr, LABELS, bias_ptr, bias, BIAS, MAP, p0,
+                             p1, p2, p3, lse_ptr, g_ptr, a_ptr.dtype.element_ty)  # fmt: skip
+            acc = tl.dot(tl.trans(grad), a_blk, acc, input_precision=PREC)
         d = d0 + tl.arange(0, DO)
         tl.store(out_ptr + cols[:, None] * D + d[None, :], acc, mask=(cols[:, None] < M) & (d[None, :] < D))
 
@@ -269,11 +295,25 @@ class TritonConfig:
         return {"num_warps": self.warps, "num_stages": self.stages}
 
 
-_config = {"now": TritonConfig()}
+#: the configuration by D (padded to a power of two) where none is set: the fastest exact one of the H200 sweep
+#: (docs/gpu.md): bf16x3 products at 64 x 64, 14.0 ms at N = 16,384, D = 128 against 78.6 for IEEE 32 x 32, loss
+#: and gradients within 3e-7 of float64; above D = 128, chunks of D keep the blocks in shared memory
+DEFAULTS = {128: TritonConfig(precision="bf16x3", block_a=64, block_m=64),
+            0: TritonConfig(precision="bf16x3", block_a=64, block_m=64, block_d=64, out_d=128, stages=2)}  # fmt: skip
+_config: dict[str, TritonConfig | None] = {"now": None}
+
+
+def config_for(dim: int, device: torch.device) -> TritonConfig:
+    """The configuration the kernels run with at D = ``dim``: the one set by :func:`using`, else the default (whose
+    split products Triton's interpreter lacks: on the CPU it multiplies in float32, as every precision there)."""
+    if _config["now"] is not None:
+        return _config["now"]
+    config = DEFAULTS[128] if _next_power_of_two(dim) <= 128 else DEFAULTS[0]
+    return config if device.type == "cuda" else replace(config, precision="ieee")
 
 
 @contextmanager
-def using(config: TritonConfig) -> Iterator[None]:
+def using(config: TritonConfig | None) -> Iterator[None]:
     """Run the Triton kernels with ``config`` inside the block (benchmarks and tests compare configurations)."""
     before, _config["now"] = _config["now"], config
     try:
@@ -343,7 +383,7 @@ class _TritonNegativeLSE(torch.autograd.Function):
     def forward(ctx, a, c, plan):  # type: ignore[override]
         exclude_cols, labels, bias_cols, bias, logit_map, ratios = plan
         with torch.autocast(device_type=a.device.type, enabled=False), torch.no_grad():
-            config = _config["now"]
+            config = config_for(a.shape[1], a.device)
             a_in, c_in = _operands(a, c, config)
             spec = _Spec(a_in, c_in, exclude_cols, labels, bias_cols, bias, logit_map, config)
             n = a.shape[0]

@@ -29,7 +29,7 @@ def test_quick_check_on_the_cpu(tmp_path, monkeypatch):
     )
     assert 0 < data["trainers"][0]["result"]["accuracy_mean"] <= 100
     sweep = [row for row in data["kernel_sweep"] if row["row"].startswith("triton")]  # Triton's interpreter here
-    assert {row["stage"] for row in sweep} == {"1 precision", "1 blocks", "2 chunks of D", "3 large N"}
+    assert {row["stage"] for row in sweep} == {"1 configurations", "2 chunks of D", "3 N"}
     assert all(row["loss_err"] < 1e-6 and row["grad_err"] < 1e-5 for row in sweep), sweep
     table = data["loss_table"]
     assert all("ms" in row for row in table), [row for row in table if "ms" not in row]
