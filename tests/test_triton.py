@@ -258,9 +258,10 @@ def test_a_configuration_that_cannot_run_is_refused_in_one_line(field: str, valu
 
 def test_the_default_configuration_by_width_and_device() -> None:
     cuda = torch.device("cuda")
-    assert triton_lse.config_for(128, cuda) == triton_lse.DEFAULTS[128]
-    assert triton_lse.config_for(100, cuda).precision == "bf16x3"
-    assert triton_lse.config_for(129, cuda) == triton_lse.DEFAULTS[0] and triton_lse.DEFAULTS[0].block_d < 256
-    assert triton_lse.config_for(128, torch.device("cpu")).precision == "ieee"  # the interpreter has no bf16x3
+    with triton_lse.using(None):  # not the fixture's small blocks
+        assert triton_lse.config_for(128, cuda) == triton_lse.DEFAULTS[128]
+        assert triton_lse.config_for(100, cuda).precision == "bf16x3"
+        assert triton_lse.config_for(129, cuda) == triton_lse.DEFAULTS[0] and triton_lse.DEFAULTS[0].block_d < 256
+        assert triton_lse.config_for(128, torch.device("cpu")).precision == "ieee"  # the interpreter: no bf16x3
     with triton_lse.using(triton_lse.TritonConfig(precision="tf32x3")):
         assert triton_lse.config_for(512, cuda).precision == "tf32x3"
