@@ -101,24 +101,16 @@ if triton is not None:
         return tl.load(ptr + idx[:, None] * D + d[None, :], mask=(idx[:, None] < n) & (d[None, :] < D), other=0.0)
 
     @triton.jit
-    def _products(a_blk, a_ptr, c_ptr, rows, cols, A, M, D, DP: tl.constexpr, BD: tl.constexpr, PREC: tl.constexpr):
-        """The [rows, cols] block of ``a c^T`` in float32. With D in one chunk (BD = DP) the anchors are ``a_blk``,
-        loaded once by the caller outside its loop; otherwise both sides are read BD features at a time (no spills
-        at large D)."""
-        if BD == DP:
-            return tl.dot(a_blk, tl.trans(_rows(c_ptr, cols, M, D, 0, DP)), input_precision=PREC)
-        x = tl.dot(_rows(a_ptr, rows, A, D, 0, BD), tl.trans(_rows(c_ptr, cols, M, D, 0, BD)), input_precision=PREC)
+    def _products(a_first, a_ptr, c_ptr, rows, cols, A, M, D, DP: tl.constexpr, BD: tl.constexpr,
+                  PREC: tl.constexpr):  # fmt: skip
+        """The [rows, cols] block of ``a c^T`` in float32, BD features at a time (no spills at large D).
+        ``a_first`` is the anchors' first chunk, loaded once by the caller outside its loop (all of them where D is
+        one chunk)."""
+        x = tl.dot(a_first, tl.trans(_rows(c_ptr, cols, M, D, 0, BD)), input_precision=PREC)
         for k0 in tl.static_range(BD, DP, BD):
             x = tl.dot(_rows(a_ptr, rows, A, D, k0, BD), tl.trans(_rows(c_ptr, cols, M, D, k0, BD)), x,
                        input_precision=PREC)  # fmt: skip
         return x
-
-    @triton.jit
-    def _anchor_block(a_ptr, rows, A, D, DP: tl.constexpr, BD: tl.constexpr):
-        """The anchors of a program, whole, where D is one chunk (a placeholder otherwise)."""
-        if BD == DP:
-            return _rows(a_ptr, rows, A, D, 0, DP)
-        return tl.zeros([16, 16], a_ptr.dtype.element_ty)
 
     @triton.jit
     def _tile(x, rows, cols, A, M, ex_ptr, K: tl.constexpr, la_ptr, lc_ptr, LABELS: tl.constexpr, bias_ptr, bias,
@@ -151,7 +143,7 @@ if triton is not None:
                  lse_ptr, extra_ptr, stat_ptr, STATS: tl.constexpr, DP: tl.constexpr, BD: tl.constexpr,
                  DO: tl.constexpr, PREC: tl.constexpr, BA: tl.constexpr, BM: tl.constexpr):  # fmt: skip
         rows = tl.program_id(0) * BA + tl.arange(0, BA)
-        a_blk = _anchor_block(a_ptr, rows, A, D, DP, BD)
+        a_first = _rows(a_ptr, rows, A, D, 0, BD)
         m = tl.full([BA], float("-inf"), tl.float32)
         s = tl.zeros([BA], tl.float32)
         m2 = tl.full([BA], float("-inf"), tl.float32)
@@ -161,7 +153,7 @@ if triton is not None:
         high = tl.full([BA], float("-inf"), tl.float32)
         for j in range(0, M, BM):
             cols = j + tl.arange(0, BM)
-            x = _products(a_blk, a_ptr, c_ptr, rows, cols, A, M, D, DP, BD, PREC)
+            x = _products(a_first, a_ptr, c_ptr, rows, cols, A, M, D, DP, BD, PREC)
             logit, deriv, stat, neg = _tile(x, rows, cols, A, M, ex_ptr, K, la_ptr, lc_ptr, LABELS, bias_ptr, bias,
                                             BIAS, MAP, p0, p1, p2, p3)  # fmt: skip
             m, s = _online(m, s, logit)
@@ -201,16 +193,12 @@ if triton is not None:
         once per DO columns, so DO < D trades products for registers."""
         rows = tl.program_id(0) * BA + tl.arange(0, BA)
         d0 = tl.program_id(1) * DO
-        a_blk = _anchor_block(a_ptr, rows, A, D, DP, BD)
+        a_first = _rows(a_ptr, rows, A, D, 0, BD)
         acc = tl.zeros([BA, DO], tl.float32)
         for j in range(0, M, BM):
             cols = j + tl.arange(0, BM)
-            if BD == DP and DO == DP:  # one read of the candidates serves both products
-                c_blk = _rows(c_ptr, cols, M, D, 0, DP)
-                x = tl.dot(a_blk, tl.trans(c_blk), input_precision=PREC)
-            else:
-                x = _products(a_blk, a_ptr, c_ptr, rows, cols, A, M, D, DP, BD, PREC)
-                c_blk = _rows(c_ptr, cols, M, D, d0, DO)
+            x = _products(a_first, a_ptr, c_ptr, rows, cols, A, M, D, DP, BD, PREC)
+            c_blk = _rows(c_ptr, cols, M, D, d0, DO)
             grad = _gradient(x, rows, cols, A, M, ex_ptr, K, la_ptr, lc_ptr, LABELS, bias_ptr, bias, BIAS, MAP, p0,
                              p1, p2, p3, lse_ptr, g_ptr, a_ptr.dtype.element_ty)  # fmt: skip
             acc = tl.dot(grad, c_blk, acc, input_precision=PREC)
@@ -225,16 +213,12 @@ if triton is not None:
         """dC = G^T a for a block of candidates and DO of the D columns, as :func:`_backward_anchors`."""
         cols = tl.program_id(0) * BM + tl.arange(0, BM)
         d0 = tl.program_id(1) * DO
-        c_blk = _anchor_block(c_ptr, cols, M, D, DP, BD)  # the fixed side here: this program's candidates
+        c_first = _rows(c_ptr, cols, M, D, 0, BD)  # the fixed side here: this program's candidates
         acc = tl.zeros([BM, DO], tl.float32)
         for i in range(0, A, BA):
             rows = i + tl.arange(0, BA)
-            if BD == DP and DO == DP:
-                a_blk = _rows(a_ptr, rows, A, D, 0, DP)
-                x = tl.dot(a_blk, tl.trans(c_blk), input_precision=PREC)
-            else:
-                x = tl.trans(_products(c_blk, c_ptr, a_ptr, cols, rows, M, A, D, DP, BD, PREC))
-                a_blk = _rows(a_ptr, rows, A, D, d0, DO)
+            x = tl.trans(_products(c_first, c_ptr, a_ptr, cols, rows, M, A, D, DP, BD, PREC))
+            a_blk = _rows(a_ptr, rows, A, D, d0, DO)
             grad = _gradient(x, rows, cols, A, M, ex_ptr, K, la_ptr, lc_ptr, LABELS, bias_ptr, bias, BIAS, MAP, p0,
                              p1, p2, p3, lse_ptr, g_ptr, a_ptr.dtype.element_ty)  # fmt: skip
             acc = tl.dot(tl.trans(grad), a_blk, acc, input_precision=PREC)
