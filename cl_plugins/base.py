@@ -38,6 +38,11 @@ SYMMETRIC_STREAM_FROM_ELEMENTS = 1 << 24
 #: kernel is 3 to 15 times slower than both there (H100, docs/gpu.md: at N = 16384 in CLIP's layout, dense 30 ms,
 #: streaming 26 ms with a sixth of the memory, fused 110 to 1100 ms; at N = 4096, dense 3.7 ms, streaming 6 ms)
 CUDA_STREAM_FROM_ELEMENTS = 1 << 26
+#: ... and the Triton kernel (bf16x3 products) from there for rows this wide or narrower: on one H200 (2026-11-27,
+#: docs/gpu.md), CLIP layout, D = 128, float32, it took 5.6 ms at N = 8,192 (streaming 8.4, dense 7.9), 13.9 at
+#: 16,384 (23.1, 25.5), 175 at 65,536 (streaming 317), exact to 3e-7; at N = 4,096 dense was faster (3.1 against
+#: 4.4); at D = 512 no exact configuration was measured yet
+CUDA_TRITON_MAX_DIM = 128
 
 
 class ContrastiveLoss(nn.Module):
@@ -518,11 +523,15 @@ def _recording_arguments(init: Callable[..., None]) -> Callable[..., None]:
 
 def auto_kernel(block: PairBlock) -> str:
     """``kernel="auto"``'s choice for ``block``, from measurements only (docs/gpu.md, docs/benchmarks.md): on the CPU
-    the one-buffer kernel, streaming from :data:`STREAM_FROM_ELEMENTS` logits; on a GPU the dense path, streaming
-    from :data:`CUDA_STREAM_FROM_ELEMENTS`. ``"triton"`` is never chosen by default: measured on an H200 it was
-    slower than the streaming kernel at every size (issue 60), so it runs only when asked for."""
+    the one-buffer kernel, streaming from :data:`STREAM_FROM_ELEMENTS` logits; on a GPU the dense path below
+    :data:`CUDA_STREAM_FROM_ELEMENTS`, and from there the Triton kernel for rows of at most
+    :data:`CUDA_TRITON_MAX_DIM` features (the streaming kernel for wider rows, or where Triton cannot run; a map or
+    dtype the Triton kernel does not take streams too)."""
     if block.anchors.device.type == "cuda":
-        return "stream" if block.size >= CUDA_STREAM_FROM_ELEMENTS else "dense"
+        if block.size < CUDA_STREAM_FROM_ELEMENTS:
+            return "dense"
+        narrow = block.anchors.shape[-1] <= CUDA_TRITON_MAX_DIM
+        return "triton" if narrow and triton_lse.usable_on(block.anchors.device) else "stream"
     return "stream" if block.size >= STREAM_FROM_ELEMENTS else "fused"
 
 

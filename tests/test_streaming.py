@@ -169,9 +169,11 @@ def test_kernel_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     assert clp.build_loss("dystress").block_kernel(block) == "fused"
     assert clp.build_loss("temperature_free", kernel="dense").block_kernel(block) == "dense"
     assert clp.build_loss("amcl", dim=4).block_kernel(block) == "dense"  # AMCL runs its own kernel
-    # on a GPU: dense below CUDA_STREAM_FROM_ELEMENTS (the one-buffer kernel is slow there), streaming from it
+    # on a GPU: dense below CUDA_STREAM_FROM_ELEMENTS (the one-buffer kernel is slow there), streaming from it for
+    # rows wider than CUDA_TRITON_MAX_DIM (narrower ones take Triton: tests/test_triton.py)
     for size, expected in ((base.CUDA_STREAM_FROM_ELEMENTS - 1, "dense"), (base.CUDA_STREAM_FROM_ELEMENTS, "stream")):
-        on_gpu = SimpleNamespace(size=size, anchors=SimpleNamespace(device=torch.device("cuda", 0)))
+        rows = SimpleNamespace(device=torch.device("cuda", 0), shape=(8, 2 * base.CUDA_TRITON_MAX_DIM))
+        on_gpu = SimpleNamespace(size=size, anchors=rows)
         assert clp.build_loss("macl").block_kernel(on_gpu) == expected
         assert clp.build_loss("dystress").block_kernel(on_gpu) == expected
         assert clp.build_loss("macl", kernel="fused").block_kernel(on_gpu) == "fused"  # asked for: given

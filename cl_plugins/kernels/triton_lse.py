@@ -17,8 +17,8 @@ A map without that description runs on the streaming kernel.
 
 How the kernels run is a :class:`TritonConfig` (:data:`DEFAULTS` by D, or one set with :func:`using`): the
 products' precision (by default bf16x3, three bf16 products of a hi/lo split on the tensor cores with float32
-accumulation, within 3e-7 of float64 on the H200 sweep; IEEE float32 as an option; bf16 for half-precision
-features), the block shapes, warps and pipeline stages, and chunks of D for wide features.
+accumulation, within 3e-7 of float64 on the H200 sweep; IEEE float32 as an option; bf16 products, 2.5x faster and
+1e-4 off in the gradients), the block shapes, warps and pipeline stages, and chunks of D for wide features.
 
 On the CPU it runs only under Triton's interpreter (``TRITON_INTERPRET=1``), which the tests use.
 """
@@ -279,10 +279,12 @@ class TritonConfig:
         return {"num_warps": self.warps, "num_stages": self.stages}
 
 
-#: the configuration by D (padded to a power of two) where none is set: the fastest exact one of the H200 sweep
-#: (docs/gpu.md): bf16x3 products at 64 x 64, 14.0 ms at N = 16,384, D = 128 against 78.6 for IEEE 32 x 32, loss
-#: and gradients within 3e-7 of float64; above D = 128, chunks of D keep the blocks in shared memory
-DEFAULTS = {128: TritonConfig(precision="bf16x3", block_a=64, block_m=64),
+#: the configuration by D (padded to a power of two) where none is set: the fastest exact one of the H200 sweeps
+#: (docs/gpu.md, 2026-11-27): bf16x3 products, 128 x 64 blocks, 8 warps, 2 stages: 13.9 ms at N = 16,384, D = 128
+#: (IEEE 32 x 32: 70.7; the streaming kernel 23.1), loss and gradients within 3e-7 of float64. Above D = 128 no exact
+#: configuration is measured yet (this one ran out of shared memory at D = 512): 64 x 64 blocks and chunks of D, where
+#: a kernel that cannot compile streams with one warning; ``kernel="auto"`` takes the streaming kernel there
+DEFAULTS = {128: TritonConfig(precision="bf16x3", block_a=128, block_m=64, warps=8, stages=2),
             0: TritonConfig(precision="bf16x3", block_a=64, block_m=64, block_d=64, out_d=128, stages=2)}  # fmt: skip
 _config: dict[str, TritonConfig | None] = {"now": None}
 
