@@ -106,7 +106,7 @@ def _stepped(loss_fn: Any, z: torch.Tensor) -> Any:
 def _adapter_named_cases(z: torch.Tensor) -> dict[str, tuple]:
     cases: dict[str, tuple] = {}
     try:
-        from integrations.frameworks.open_clip import StrategyClipLoss
+        from cl_plugins.integrations.frameworks.open_clip import StrategyClipLoss
     except Exception:  # noqa: BLE001
         return cases
     u = torch.nn.functional.normalize(z, dim=1)
@@ -115,7 +115,7 @@ def _adapter_named_cases(z: torch.Tensor) -> dict[str, tuple]:
                                                    True)  # fmt: skip
     cases["open_clip rows of norm 1e-14"] = (lambda: StrategyClipLoss("macl")(u * 1e-14, u * 1e-14, 14.3), True)
     try:
-        from integrations.frameworks.sentence_transformers import StrategyRankingLoss
+        from cl_plugins.integrations.frameworks.sentence_transformers import StrategyRankingLoss
     except Exception:  # noqa: BLE001
         return cases
     st = lambda **kw: StrategyRankingLoss(torch.nn.Identity(), "infonce", **kw)  # noqa: E731

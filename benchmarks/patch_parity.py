@@ -18,10 +18,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from integrations.dcrec.patch import patch_dcrec  # noqa: E402
-from integrations.graph.patch import patch_grace, patch_graphcl_transfer, patch_graphcl_tu  # noqa: E402
-from integrations.mabel.patch import patch_mabel  # noqa: E402
-from integrations.simcse.patch import patch_simcse  # noqa: E402
+from cl_plugins.integrations.dcrec.patch import patch_dcrec  # noqa: E402
+from cl_plugins.integrations.graph.patch import patch_grace, patch_graphcl_transfer, patch_graphcl_tu  # noqa: E402
+from cl_plugins.integrations.mabel.patch import patch_mabel  # noqa: E402
+from cl_plugins.integrations.simcse.patch import patch_simcse  # noqa: E402
 from tests.dist_utils import run_distributed  # noqa: E402
 from tests.integrations import test_graph_patch as graph  # noqa: E402
 from tests.integrations import test_mabel_patch as mabel  # noqa: E402

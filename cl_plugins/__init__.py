@@ -12,43 +12,40 @@ Example::
 and what a strategy author needs (:class:`ContrastiveLoss`, :func:`register_loss` and the types of
 :mod:`cl_plugins.extension`: :class:`Pairs`, :class:`LogitMap`, :class:`LazyLogits`). The kernels live in
 :mod:`cl_plugins.kernels`, the pair layouts in :mod:`cl_plugins.layouts`.
+
+The package imports its API on first use (PEP 562): ``import cl_plugins`` alone costs nothing, so its command-line
+adapters (:mod:`cl_plugins.integrations`) can answer ``--help`` before torch loads.
 """
 
-from . import extension, losses
-from .base import ContrastiveLoss
-from .distributed import gather_with_grad, is_distributed, scale_gradient, world_size
-from .extension import LazyLogits, LogitMap, Pairs
-from .host import build_host_loss, owns_projection_head
-from .layouts import LAYOUTS
-from .losses import *  # noqa: F403
-from .optim import after_optimizer_step, no_weight_decay_names, param_groups, set_epoch_length
-from .queue import FeatureQueue
-from .registry import available_losses, build_loss, get_loss_class, register_loss
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._api import *  # noqa: F403
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "LAYOUTS",
-    "ContrastiveLoss",
-    "FeatureQueue",
-    "LazyLogits",
-    "LogitMap",
-    "Pairs",
-    "after_optimizer_step",
-    "available_losses",
-    "build_host_loss",
-    "build_loss",
-    "gather_with_grad",
-    "get_loss_class",
-    "extension",
-    "is_distributed",
-    "losses",
-    "no_weight_decay_names",
-    "owns_projection_head",
-    "param_groups",
-    "register_loss",
-    "scale_gradient",
-    "set_epoch_length",
-    "world_size",
-    *losses.__all__,
-]
+
+def _load_api() -> Any:
+    """The public API, imported once into this module's namespace."""
+    api = importlib.import_module("._api", __name__)
+    globals().update({name: getattr(api, name) for name in api.__all__}, __all__=list(api.__all__))
+    return api
+
+
+def __getattr__(name: str) -> Any:
+    if name.startswith("__") and name != "__all__":
+        raise AttributeError(name)
+    api = _load_api()
+    if name == "__all__":
+        return api.__all__
+    try:
+        return globals()[name]
+    except KeyError:
+        raise AttributeError(f"module 'cl_plugins' has no attribute {name!r}") from None
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_load_api().__all__})

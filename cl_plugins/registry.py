@@ -33,16 +33,23 @@ def register_loss(name: str) -> Callable[[T], T]:
     return wrap
 
 
+def _registered() -> dict[str, type[nn.Module]]:
+    """The registry with the bundled strategies in it (``cl_plugins`` imports them only on first use)."""
+    from . import losses  # noqa: F401
+
+    return _REGISTRY
+
+
 def available_losses() -> list[str]:
     """Sorted registry names."""
-    return sorted(_REGISTRY)
+    return sorted(_registered())
 
 
 def get_loss_class(name: str) -> type[nn.Module]:
     if not isinstance(name, str):
         raise TypeError(f"loss name must be a string, got {type(name).__name__}")
     key = name.strip().lower().replace("-", "_")
-    if key not in _REGISTRY:
+    if key not in _registered():
         raise ValueError(f"unknown loss {name!r}; valid names are: {', '.join(available_losses())}")
     return _REGISTRY[key]
 

@@ -3,10 +3,10 @@
     accelerate launch examples/dcrec_rec.py --dataset beauty --loss temperature_free
     python examples/dcrec_rec.py --dataset ml-100k --loss macl --seeds 2020 0 1
     python examples/dcrec_rec.py --dataset beauty --selection test   # DCRec's test-set selection, labelled
-    python -m integrations.dcrec.evaluate outputs/dcrec/seed_2020     # re-evaluate a saved run
+    python -m cl_plugins.integrations.dcrec.evaluate outputs/dcrec/seed_2020     # re-evaluate a saved run
 
-Every flag is documented by ``--help``; the model is described in :mod:`integrations.dcrec.model`,
-the protocols in :mod:`integrations.dcrec.splits` and :mod:`integrations.dcrec.evaluate`. Data
+Every flag is documented by ``--help``; the model is described in :mod:`cl_plugins.integrations.dcrec.model`,
+the protocols in :mod:`cl_plugins.integrations.dcrec.splits` and :mod:`cl_plugins.integrations.dcrec.evaluate`. Data
 comes from ``$CL_PLUGINS_DATA`` (``recsys/dcrec/dataset/<name>/``, ``recsys/movielens/ml-100k/``).
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from integrations.dcrec.train import main  # noqa: E402
+from cl_plugins.integrations.dcrec.train import main  # noqa: E402
 
 if __name__ == "__main__":
     main()

@@ -187,7 +187,7 @@ def test_edge_arguments_get_one_line_errors(call, named):
 
 def test_sentence_transformers_scale_must_be_a_positive_number():
     pytest.importorskip("sentence_transformers")
-    from integrations.frameworks.sentence_transformers import StrategyRankingLoss
+    from cl_plugins.integrations.frameworks.sentence_transformers import StrategyRankingLoss
 
     for scale in (0, -20.0, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="scale must be a finite number > 0"):

@@ -13,10 +13,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from integrations.common.accelerate_setup import make_accelerator  # noqa: E402
-from integrations.simcse.data import Collator, EpochSampler, TokenizedDataset, rows_of, tokenize_rows  # noqa: E402
-from integrations.simcse.model import SimCSEModel  # noqa: E402
-from integrations.simcse.train import TrainConfig, build_strategy  # noqa: E402
+from cl_plugins.integrations.common.accelerate_setup import make_accelerator  # noqa: E402
+from cl_plugins.integrations.simcse.data import Collator, EpochSampler, TokenizedDataset, rows_of, tokenize_rows  # noqa: E402
+from cl_plugins.integrations.simcse.model import SimCSEModel  # noqa: E402
+from cl_plugins.integrations.simcse.train import TrainConfig, build_strategy  # noqa: E402
 from tests.integrations.test_simcse_train import SENTENCES  # noqa: E402
 
 

@@ -34,18 +34,18 @@ def _cases(count: int = 120, seed: int = 4949) -> list[tuple]:
 def _build(adapter: str, name: str, dim: int) -> Any:
     torch.manual_seed(0)  # AMCL's heads: the same in the case and its reference
     if adapter == "sentence_transformers":
-        from integrations.frameworks.sentence_transformers import StrategyRankingLoss
+        from cl_plugins.integrations.frameworks.sentence_transformers import StrategyRankingLoss
 
         return StrategyRankingLoss(torch.nn.Identity(), name).loss_from_embeddings
     if adapter == "hf_trainer":
-        from integrations.frameworks.hf_trainer import StrategyLossFunc
+        from cl_plugins.integrations.frameworks.hf_trainer import StrategyLossFunc
 
         return StrategyLossFunc(name, feature_dim=dim)
     if adapter == "open_clip":
-        from integrations.frameworks.open_clip import StrategyClipLoss
+        from cl_plugins.integrations.frameworks.open_clip import StrategyClipLoss
 
         return StrategyClipLoss(name)
-    from integrations.frameworks.lightning import ContrastiveModule
+    from cl_plugins.integrations.frameworks.lightning import ContrastiveModule
 
     module = ContrastiveModule(torch.nn.Identity(), clp.build_host_loss(name, host_tau=0.1, feature_dim=dim))
     module.log = lambda *args, **kwargs: None  # outside a Trainer

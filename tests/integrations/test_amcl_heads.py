@@ -37,7 +37,7 @@ def test_only_strategies_with_their_own_heads_replace_the_host_head():
 
 @pytest.mark.parametrize("host_head", [False, True])
 def test_graphcl_tu(host_head):
-    from integrations.graph.graphcl_tu import TUConfig, build_model
+    from cl_plugins.integrations.graph.graphcl_tu import TUConfig, build_model
 
     model = build_model(TUConfig(loss="amcl", hidden=8, host_head=host_head), num_features=3)
     width = model.encoder.embedding_dim
@@ -47,7 +47,7 @@ def test_graphcl_tu(host_head):
 
 @pytest.mark.parametrize("host_head", [False, True])
 def test_graphcl_transfer(host_head):
-    from integrations.graph.graphcl_transfer import TransferConfig, build_pretrain_model
+    from cl_plugins.integrations.graph.graphcl_transfer import TransferConfig, build_pretrain_model
 
     model = build_pretrain_model(TransferConfig(loss="amcl", emb_dim=16, host_head=host_head))
     _amcl(model.loss_fn, 16, 0.1)
@@ -58,7 +58,7 @@ def test_graphcl_transfer(host_head):
 def test_grace(host_head):
     from torch_geometric.data import Data
 
-    from integrations.graph.grace import GraceConfig, build_model
+    from cl_plugins.integrations.graph.grace import GraceConfig, build_model
 
     model = build_model(GraceConfig(dataset="Cora", loss="amcl", host_head=host_head), num_features=5)
     _amcl(model.loss_fn, 128, 0.4)
@@ -69,7 +69,7 @@ def test_grace(host_head):
 
 @pytest.mark.parametrize("host_head", [False, True])
 def test_vision(host_head):
-    from integrations.vision.train import VisionConfig, build_model
+    from cl_plugins.integrations.vision.train import VisionConfig, build_model
 
     model = build_model(VisionConfig(loss="amcl", width=8, host_head=host_head))
     _amcl(model.loss_fn, 128 if host_head else model.backbone.feature_dim, 0.1)
@@ -78,9 +78,9 @@ def test_vision(host_head):
 
 @pytest.mark.parametrize("host_head", [False, True])
 def test_simcse_and_mabel_drop_their_mlp(bert_dir, host_head):
-    from integrations.mabel.train import MabelConfig
-    from integrations.mabel.train import build_model as build_mabel
-    from integrations.simcse.train import TrainConfig, build_model
+    from cl_plugins.integrations.mabel.train import MabelConfig
+    from cl_plugins.integrations.mabel.train import build_model as build_mabel
+    from cl_plugins.integrations.simcse.train import TrainConfig, build_model
 
     simcse = build_model(TrainConfig(model=str(bert_dir), train_file="", loss="amcl", host_head=host_head))
     mabel = build_mabel(MabelConfig(model=str(bert_dir), loss="amcl", host_head=host_head))

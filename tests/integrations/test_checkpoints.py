@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from integrations.graph.checkpoints import load_molecule_gin, molecule_gin_state
+from cl_plugins.integrations.graph.checkpoints import load_molecule_gin, molecule_gin_state
 
 pytest.importorskip("torch_geometric")
 
-from integrations.graph.encoders import MoleculeGIN  # noqa: E402
+from cl_plugins.integrations.graph.encoders import MoleculeGIN  # noqa: E402
 from tests.integrations import upstream  # noqa: E402
 
 
@@ -107,7 +107,7 @@ def test_our_own_files_and_bad_inputs(tmp_path: Path) -> None:
 
 
 def test_gpu_saved_torchvision_resnet_loads_on_cpu(tmp_path: Path) -> None:
-    from integrations.vision.resnet import build_resnet, load_torchvision_weights
+    from cl_plugins.integrations.vision.resnet import build_resnet, load_torchvision_weights
 
     source = build_resnet("resnet18")
     with saved_as_if_on_gpu():

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from integrations.common import saved_model
+from cl_plugins.integrations.common import saved_model
 
 from .test_run_safety import clean_env
 
@@ -50,14 +50,14 @@ def test_saved_models_from_the_gpu_read_onto_the_cpu():
 
 
 def test_the_gpu_saved_graph_encoder_evaluates_on_the_cpu(data_root, capsys):
-    from integrations.graph.evaluate import main
+    from cl_plugins.integrations.graph.evaluate import main
 
     main(["tu", "--checkpoint", str(SAVED / "graphcl_tu_short" / "seed_0" / "model"), "--folds", "3"])
     assert 50 < json.loads(capsys.readouterr().out)["accuracy_mean"] <= 100  # two classes
 
 
 def test_the_gpu_saved_text_encoder_evaluates_and_loads_in_sentence_transformers(data_root, tmp_path, capsys):
-    from integrations.simcse.evaluate import main
+    from cl_plugins.integrations.simcse.evaluate import main
 
     main(["--model", str(SAVED / "simcse" / "best"), "--tasks", "STSBenchmark", "--cache_dir", str(tmp_path)])
     assert "STS" in capsys.readouterr().out

@@ -9,8 +9,8 @@ import pytest
 
 pytest.importorskip("torch_geometric")
 
-from integrations.graph.datasets import check_tu_raw, load_tu  # noqa: E402
-from integrations.graph.molecules import multitask_roc_auc, roc_auc_tasks  # noqa: E402
+from cl_plugins.integrations.graph.datasets import check_tu_raw, load_tu  # noqa: E402
+from cl_plugins.integrations.graph.molecules import multitask_roc_auc, roc_auc_tasks  # noqa: E402
 
 
 @pytest.fixture()
@@ -75,7 +75,7 @@ def test_roc_auc_says_which_tasks_it_averaged():
 
 def test_moleculenet_labels_and_dropped_molecules(tmp_path, capsys):
     pytest.importorskip("rdkit")
-    from integrations.graph.molecules import MoleculeNetData, read_moleculenet_csv
+    from cl_plugins.integrations.graph.molecules import MoleculeNetData, read_moleculenet_csv
 
     raw = tmp_path / "toy" / "raw"
     raw.mkdir(parents=True)
@@ -104,7 +104,7 @@ def test_a_garbled_tu_file_is_named_in_one_line(mutag):
 def test_a_replaced_registered_raw_file_is_refused_before_pyg_unpickles_it(data_root, tmp_path, monkeypatch):
     """Planetoid's raw ind.* files are pickles that PyG unpickles: under the data root, the registry's hashes are
     checked first (a truncated ind.cora.graph gave "Ran out of input"; a crafted one would have run)."""
-    from integrations.graph.datasets import load_planetoid
+    from cl_plugins.integrations.graph.datasets import load_planetoid
 
     root = tmp_path / "root"
     shutil.copytree(data_root / "graphs" / "planetoid" / "Cora", root / "graphs" / "planetoid" / "Cora")

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from integrations.common import data_registry
-from integrations.common.data_registry import Dataset, Source
-from integrations.common.downloads import ChecksumError, DownloadError, Expected, download, mismatch
-from integrations.common.paths import data_path
+from cl_plugins.integrations.common import data_registry
+from cl_plugins.integrations.common.data_registry import Dataset, Source
+from cl_plugins.integrations.common.downloads import ChecksumError, DownloadError, Expected, download, mismatch
+from cl_plugins.integrations.common.paths import data_path
 
 
 class Server:
@@ -191,7 +191,7 @@ def test_a_stall_fails_after_the_timeout_in_one_line(server: Server, online: Pat
 def test_a_web_page_in_place_of_an_unregistered_file_is_refused(server: Server, online: Path, monkeypatch,
                                                                 capsys) -> None:  # fmt: skip
     """A file with no registered size or hash: what can be checked is checked, and the CLI never says "verified"."""
-    from integrations.common import data_cli
+    from cl_plugins.integrations.common import data_cli
 
     page = b"<!DOCTYPE html>\n<html><body>404 - this repository moved</body></html>"
     with pytest.raises(ChecksumError, match="the server sent an HTML / XML error page, not the file"):
@@ -291,8 +291,8 @@ def serve_per_file(server: Server, name: str, pack: Path) -> None:
 
 def test_real_loaders_download_their_entries(server: Server, online: Path, data_root: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-    from integrations.mabel.crows_pairs import load_crows_pairs
-    from integrations.mabel.seat import load_seat_test
+    from cl_plugins.integrations.mabel.crows_pairs import load_crows_pairs
+    from cl_plugins.integrations.mabel.seat import load_seat_test
 
     online_root = online
     monkeypatch.setenv("CL_PLUGINS_DATA", str(online_root))
@@ -308,8 +308,8 @@ def test_the_main_jobs_data_downloads(server: Server, online: Path, data_root: P
                                       monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     """What ``examples/simcse_macl.py`` reads without a pack: wiki1m's head (a range of the full file) and
     SentEval's senteval.tar (built here from the pack's files, nested as SimCSE's archive nests them)."""
-    from integrations.senteval import readers
-    from integrations.simcse.main_job import wiki_file
+    from cl_plugins.integrations.senteval import readers
+    from cl_plugins.integrations.simcse.main_job import wiki_file
 
     mirror(server, monkeypatch)
     head = (data_root / "sentence/simcse/wiki1m_for_simcse.head.txt").read_bytes()
@@ -329,7 +329,7 @@ def test_the_main_jobs_data_downloads(server: Server, online: Path, data_root: P
 def test_a_tu_zip_downloads_and_loads(server: Server, online: Path, data_root: Path,
                                       monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     pytest.importorskip("torch_geometric")
-    from integrations.graph.datasets import load_tu
+    from cl_plugins.integrations.graph.datasets import load_tu
 
     mirror(server, monkeypatch)
     entry = data_registry.get("tu-mutag")

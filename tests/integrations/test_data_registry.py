@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from integrations.common import data_registry
-from integrations.common.data_cli import main as data_main
+from cl_plugins.integrations.common import data_registry
+from cl_plugins.integrations.common.data_cli import main as data_main
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,16 +35,16 @@ def test_every_pack_entry_is_present_and_verified(data_root: Path) -> None:
 
 def _loader_calls(data_root: Path) -> None:
     """Every loader's path lookup for its default data (cheap calls: path resolution, small readers)."""
-    from integrations.dcrec.splits import source_files
-    from integrations.graph import datasets, molecules
-    from integrations.graph.graphcl_transfer import TransferConfig
-    from integrations.mabel.counterfactual import load_word_pairs
-    from integrations.mabel.crows_pairs import load_crows_pairs
-    from integrations.mabel.seat import load_seat_test
-    from integrations.mabel.stereoset import load_intrasentence
-    from integrations.senteval import readers
-    from integrations.simcse.main_job import wiki_file
-    from integrations.vision import data as vision_data
+    from cl_plugins.integrations.dcrec.splits import source_files
+    from cl_plugins.integrations.graph import datasets, molecules
+    from cl_plugins.integrations.graph.graphcl_transfer import TransferConfig
+    from cl_plugins.integrations.mabel.counterfactual import load_word_pairs
+    from cl_plugins.integrations.mabel.crows_pairs import load_crows_pairs
+    from cl_plugins.integrations.mabel.seat import load_seat_test
+    from cl_plugins.integrations.mabel.stereoset import load_intrasentence
+    from cl_plugins.integrations.senteval import readers
+    from cl_plugins.integrations.simcse.main_job import wiki_file
+    from cl_plugins.integrations.vision import data as vision_data
 
     for year in readers.STS_SUBSETS:
         readers.read_sts_year(year)
@@ -110,6 +110,6 @@ def test_an_entry_without_source_says_so(data_root: Path) -> None:
 
 
 def test_docs_table_is_the_registry() -> None:
-    from integrations.common.data_cli import markdown_table
+    from cl_plugins.integrations.common.data_cli import markdown_table
 
     assert markdown_table() in (ROOT / "docs" / "data.md").read_text(), "regenerate: cl-plugins data list --markdown"

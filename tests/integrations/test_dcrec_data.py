@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from integrations.dcrec.data import leave_one_out, load_dcrec_split, read_atomic, read_movielens
+from cl_plugins.integrations.dcrec.data import leave_one_out, load_dcrec_split, read_atomic, read_movielens
 
 
 def test_atomic_file_types(tmp_path):

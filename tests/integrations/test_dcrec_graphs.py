@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from integrations.dcrec.graphs import (
+from cl_plugins.integrations.dcrec.graphs import (
     ItemGraph,
     light_gcn,
     neighbour_readout,

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from integrations.dcrec.metrics import mean_metrics, popularity_negatives, ranking_metrics
+from cl_plugins.integrations.dcrec.metrics import mean_metrics, popularity_negatives, ranking_metrics
 
 
 def _one(scores: list[float], target: int, **kw) -> dict[str, float]:

@@ -10,10 +10,10 @@ import torch.nn.functional as F
 from torch import nn
 
 import cl_plugins as clp
-from integrations.dcrec.graphs import similarity_graph, transition_graph
-from integrations.dcrec.model import DCRec, DCRecGraphs, build_dcrec_loss, dcrec_kl
-from integrations.dcrec.patch import DCRecCLLayer, patch_dcrec
-from integrations.dcrec.sequence_encoder import SequenceEncoder, dropout
+from cl_plugins.integrations.dcrec.graphs import similarity_graph, transition_graph
+from cl_plugins.integrations.dcrec.model import DCRec, DCRecGraphs, build_dcrec_loss, dcrec_kl
+from cl_plugins.integrations.dcrec.patch import DCRecCLLayer, patch_dcrec
+from cl_plugins.integrations.dcrec.sequence_encoder import SequenceEncoder, dropout
 
 from . import upstream
 

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from integrations.common import saved_model
-from integrations.dcrec.evaluate import evaluate, history_mask
-from integrations.dcrec.graphs import transition_graph
-from integrations.dcrec.splits import UserSequences, build_splits
-from integrations.dcrec.train import BestEpoch, DCRecConfig, main, preset_for
+from cl_plugins.integrations.common import saved_model
+from cl_plugins.integrations.dcrec.evaluate import evaluate, history_mask
+from cl_plugins.integrations.dcrec.graphs import transition_graph
+from cl_plugins.integrations.dcrec.splits import UserSequences, build_splits
+from cl_plugins.integrations.dcrec.train import BestEpoch, DCRecConfig, main, preset_for
 from tests.dist_utils import failure_report, torchrun  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,7 +67,7 @@ class RiggedModel(torch.nn.Module):
 
 
 def test_evaluate_full_and_sampled_with_known_ranks():
-    from integrations.dcrec.splits import Rows
+    from cl_plugins.integrations.dcrec.splits import Rows
 
     num_items = 120
     table = torch.zeros(num_items, num_items)
@@ -143,7 +143,7 @@ def test_train_resume_and_evaluate_cli(toy_root):
     a = saved_model.read(out / "full" / "seed_2020" / "model", ["dcrec"], "run").weights
     b = saved_model.read(out / "split" / "seed_2020" / "model", ["dcrec"], "run").weights
     assert all(torch.equal(a[k], b[k]) for k in a)
-    from integrations.dcrec.evaluate import main as evaluate_main
+    from cl_plugins.integrations.dcrec.evaluate import main as evaluate_main
 
     again = evaluate_main([str(out / "full" / "seed_2020"), "--split", "test", "--seed", "2020"])
     assert all(again["test"][p] == pytest.approx(run["test"][p]) for p in run["test"])
@@ -196,7 +196,7 @@ def test_entry_point_help_and_two_processes(toy_root):
 
 
 def test_the_split_cache_follows_its_source_files(toy_root):
-    from integrations.dcrec.train import DCRecConfig, prepare_splits
+    from cl_plugins.integrations.dcrec.train import DCRecConfig, prepare_splits
 
     config = DCRecConfig(dataset="toy").resolved()
     first = prepare_splits(config)

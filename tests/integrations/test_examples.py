@@ -16,8 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_main_job_trains_at_the_macl_preset_and_writes_its_table(data_root, tmp_path, capsys):
-    from integrations.simcse import main_job
-    from integrations.simcse.main_job import main
+    from cl_plugins.integrations.simcse import main_job
+    from cl_plugins.integrations.simcse.main_job import main
 
     train = tmp_path / "train.txt"
     train.write_text("\n".join(SENTENCES * 4) + "\n")

@@ -10,8 +10,8 @@ import torch
 
 pytest.importorskip("torch_geometric")
 
-from integrations.common import saved_model
-from integrations.graph.datasets import load_planetoid, load_tu  # noqa: E402
+from cl_plugins.integrations.common import saved_model
+from cl_plugins.integrations.graph.datasets import load_planetoid, load_tu  # noqa: E402
 from tests.dist_utils import failure_report, torchrun  # noqa: E402
 from tests.planted import Planted
 
@@ -98,7 +98,7 @@ def test_planetoid_from_the_pack(data_root, name, nodes, split):
 
 def test_moleculenet_and_zinc_from_the_pack(data_root):
     pytest.importorskip("rdkit")
-    from integrations.graph.molecules import MoleculeNetData, scaffold_split, zinc_smiles
+    from cl_plugins.integrations.graph.molecules import MoleculeNetData, scaffold_split, zinc_smiles
 
     bbbp = MoleculeNetData("bbbp")
     assert len(bbbp) == 2039 and bbbp.tasks == ["p_np"] and bbbp.dropped == 0
@@ -111,7 +111,7 @@ def test_moleculenet_and_zinc_from_the_pack(data_root):
 
 # ---------------------------------------------------------------------------- end to end (tiny)
 def test_graphcl_tu_end_to_end_and_exact_resume(data_root, tmp_path):
-    from integrations.graph import graphcl_tu
+    from cl_plugins.integrations.graph import graphcl_tu
 
     def config(out, epochs, resume=False):
         return graphcl_tu.TUConfig(dataset="MUTAG", seeds=[0], epochs=epochs, batch_size=64, hidden=8, eval_folds=3,
@@ -133,7 +133,7 @@ def test_graphcl_tu_end_to_end_and_exact_resume(data_root, tmp_path):
 
 
 def test_grace_end_to_end(data_root, tmp_path):
-    from integrations.graph import grace
+    from cl_plugins.integrations.graph import grace
 
     cfg = grace.GraceConfig(dataset="Cora", epochs=3, eval_seeds=2, output_dir=str(tmp_path), log_with="none",
                             progress=False, loss="temperature_free")  # fmt: skip
@@ -144,7 +144,7 @@ def test_grace_end_to_end(data_root, tmp_path):
 
 def test_grace_pygcl_recipe_end_to_end(data_root, tmp_path):
     """PyGCL's examples/GRACE.py: a 32-wide GCN throughout, τ 0.2, one PyGCL split per training seed."""
-    from integrations.graph import grace
+    from cl_plugins.integrations.graph import grace
 
     cfg = grace.GraceConfig(dataset="CiteSeer", recipe="pygcl", epochs=3, output_dir=str(tmp_path), log_with="none",
                             progress=False, seeds=[0, 1])  # fmt: skip
@@ -160,7 +160,7 @@ def test_grace_pygcl_recipe_end_to_end(data_root, tmp_path):
 
 def test_graphcl_transfer_end_to_end(data_root, tmp_path):
     pytest.importorskip("rdkit")
-    from integrations.graph import graphcl_transfer
+    from cl_plugins.integrations.graph import graphcl_transfer
 
     cfg = graphcl_transfer.TransferConfig(
         loss="dual_temperature", pretrain_molecules=128, pretrain_epochs=1, pretrain_batch_size=64, num_layers=2,
@@ -174,7 +174,7 @@ def test_graphcl_transfer_end_to_end(data_root, tmp_path):
 
 
 def test_evaluate_cli_checkpoint_equals_saved_embeddings(data_root, tmp_path, capsys):
-    from integrations.graph import evaluate, graphcl_tu
+    from cl_plugins.integrations.graph import evaluate, graphcl_tu
 
     cfg = graphcl_tu.TUConfig(dataset="MUTAG", seeds=[0], epochs=1, hidden=8, eval_folds=3, svm_search=False,
                               output_dir=str(tmp_path), log_with="none", progress=False)  # fmt: skip
@@ -254,7 +254,7 @@ def test_a_planted_processed_file_never_runs_and_the_cache_is_rebuilt(data_root,
                                              ("--lr", "-2"), ("--lr", "nan")])  # fmt: skip
 def test_grace_preset_overrides_are_positive_or_the_preset(flag, value, data_root, tmp_path, capsys):
     """-1 means the dataset's preset; 0 used to mean it too, so `--epochs 0` silently trained 200 epochs."""
-    from integrations.graph.grace import main
+    from cl_plugins.integrations.graph.grace import main
 
     with pytest.raises(SystemExit) as exit_info:
         main([flag, value, "--output_dir", str(tmp_path / "out"), "--log_with", "none"])

@@ -20,7 +20,7 @@ import torch
 pytest.importorskip("torch_geometric")
 
 import cl_plugins as clp  # noqa: E402
-from integrations.graph.patch import (  # noqa: E402
+from cl_plugins.integrations.graph.patch import (  # noqa: E402
     PyGCLLoss,
     grace_semi_loss,
     patch_grace,

@@ -10,16 +10,16 @@ pytest.importorskip("torch_geometric")
 from torch_geometric.data import Batch, Data  # noqa: E402
 from torch_geometric.utils import to_undirected  # noqa: E402
 
-from integrations.graph import augment  # noqa: E402
-from integrations.graph.encoders import GCNEncoder, GINEncoder, MoleculeGIN  # noqa: E402
-from integrations.graph.node_eval import (  # noqa: E402
+from cl_plugins.integrations.graph import augment  # noqa: E402
+from cl_plugins.integrations.graph.encoders import GCNEncoder, GINEncoder, MoleculeGIN  # noqa: E402
+from cl_plugins.integrations.graph.node_eval import (  # noqa: E402
     logreg_f1,
     node_classification,
     pygcl_logreg_f1,
     pygcl_split,
     random_split,
 )
-from integrations.graph.svm_eval import svm_cv_accuracy  # noqa: E402
+from cl_plugins.integrations.graph.svm_eval import svm_cv_accuracy  # noqa: E402
 
 
 def ring_batch(sizes=(10, 7, 20), feat: int = 3, seed: int = 0) -> Batch:

@@ -35,7 +35,7 @@ def _model_and_tokenizer(bert_dir):
 
 @pytest.mark.parametrize("with_negative", [False, True])
 def test_infonce_equals_cross_entropy_over_scaled_cosines(bert_dir, with_negative, device):
-    from integrations.frameworks.hf_trainer import StrategyLossFunc, ViewCollator
+    from cl_plugins.integrations.frameworks.hf_trainer import StrategyLossFunc, ViewCollator
 
     model, tokenizer = _model_and_tokenizer(bert_dir)
     model = model.double().to(device)  # pytest --device cuda: on the GPU
@@ -56,7 +56,7 @@ def test_infonce_equals_cross_entropy_over_scaled_cosines(bert_dir, with_negativ
 def _train(bert_dir, tmp_path, loss: str, steps: int = 3, batch: int = 4, accumulate: int = 1, **loss_args):
     from transformers import Trainer, TrainingArguments
 
-    from integrations.frameworks.hf_trainer import (
+    from cl_plugins.integrations.frameworks.hf_trainer import (
         StrategyLossFunc,
         StrategyTrainerCallback,
         ViewCollator,
@@ -98,7 +98,7 @@ def test_a_schedule_in_epochs_learns_the_optimizer_steps_of_an_epoch(bert_dir, t
 
 
 def test_views_are_checked(bert_dir):
-    from integrations.frameworks.hf_trainer import StrategyLossFunc, ViewCollator
+    from cl_plugins.integrations.frameworks.hf_trainer import StrategyLossFunc, ViewCollator
 
     _, tokenizer = _model_and_tokenizer(bert_dir)
     with pytest.raises(ValueError, match="'anchor' and 'positive'"):
@@ -118,7 +118,7 @@ def test_views_are_checked(bert_dir):
 def test_a_label_column_excludes_same_label_rows_from_the_negatives(bert_dir):
     """Rows with an integer ``label``: the collator stacks views and classes, the loss passes each pair's class as
     ``labels=`` (rows 0 and 2 share a class, so neither is the other's negative)."""
-    from integrations.frameworks.hf_trainer import StrategyLossFunc, ViewCollator
+    from cl_plugins.integrations.frameworks.hf_trainer import StrategyLossFunc, ViewCollator
 
     model, tokenizer = _model_and_tokenizer(bert_dir)
     model = model.double()

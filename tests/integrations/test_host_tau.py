@@ -28,46 +28,46 @@ def _tau(loss: torch.nn.Module) -> float:
 
 
 def test_simcse_trains_at_its_temp(bert_dir):
-    from integrations.simcse.train import TrainConfig, build_strategy
+    from cl_plugins.integrations.simcse.train import TrainConfig, build_strategy
 
     assert _tau(build_strategy(TrainConfig(model=str(bert_dir), train_file=""))) == 0.05  # SimCSE's --temp
     assert _tau(build_strategy(TrainConfig(model=str(bert_dir), train_file="", temp=0.1))) == 0.1
 
 
 def test_mabel_trains_at_its_softmax_temp(bert_dir):
-    from integrations.mabel.train import MabelConfig, build_model
+    from cl_plugins.integrations.mabel.train import MabelConfig, build_model
 
     assert _tau(build_model(MabelConfig(model=str(bert_dir), loss="infonce")).loss_fn) == 0.05
 
 
 def test_graphcl_tu_trains_at_02():
-    from integrations.graph.graphcl_tu import TUConfig, build_model
+    from cl_plugins.integrations.graph.graphcl_tu import TUConfig, build_model
 
     assert _tau(build_model(TUConfig(), num_features=3).loss_fn) == 0.2
 
 
 def test_graphcl_transfer_trains_at_01():
-    from integrations.graph.graphcl_transfer import TransferConfig, build_pretrain_model
+    from cl_plugins.integrations.graph.graphcl_transfer import TransferConfig, build_pretrain_model
 
     assert _tau(build_pretrain_model(TransferConfig()).loss_fn) == 0.1
 
 
 @pytest.mark.parametrize("dataset,tau", [("Cora", 0.4), ("CiteSeer", 0.9)])  # GRACE's config.yaml
 def test_grace_trains_at_the_datasets_tau(dataset, tau):
-    from integrations.graph.grace import GraceConfig, build_model
+    from cl_plugins.integrations.graph.grace import GraceConfig, build_model
 
     assert _tau(build_model(GraceConfig(dataset=dataset), num_features=5).loss_fn) == pytest.approx(tau)
 
 
 def test_vision_trains_at_01():
-    from integrations.vision.train import VisionConfig, build_model
+    from cl_plugins.integrations.vision.train import VisionConfig, build_model
 
     assert _tau(build_model(VisionConfig(width=8)).loss_fn) == 0.1
 
 
 def test_msc_trains_at_025():
-    from integrations.msc.anomaly import MSCConfig
-    from integrations.msc.patch import MSCContrastiveLoss
+    from cl_plugins.integrations.msc.anomaly import MSCConfig
+    from cl_plugins.integrations.msc.patch import MSCContrastiveLoss
 
     config = MSCConfig()
     assert _tau(MSCContrastiveLoss(config.loss, config.tau, 512, **config.loss_args).loss_fn) == 0.25
@@ -75,8 +75,8 @@ def test_msc_trains_at_025():
 
 @pytest.mark.parametrize("dataset,tau", [("ml-100k", 0.8), ("beauty", 1.0)])  # run_DCRec.py's presets
 def test_dcrec_trains_at_its_cl_temp(dataset, tau):
-    from integrations.dcrec.model import build_dcrec_loss
-    from integrations.dcrec.train import DCRecConfig, preset_for
+    from cl_plugins.integrations.dcrec.model import build_dcrec_loss
+    from cl_plugins.integrations.dcrec.train import DCRecConfig, preset_for
 
     config = DCRecConfig(dataset=dataset)
     assert _tau(build_dcrec_loss(config.loss, preset_for(dataset)["cl_temp"], 64, **config.loss_args)) == tau

@@ -6,15 +6,15 @@ import dataclasses
 import importlib
 from pathlib import Path
 
-from integrations.common import data_registry
-from integrations.common.hosts import commands, hosts
-from integrations.common.run_config import RunConfig
+from cl_plugins.integrations.common import data_registry
+from cl_plugins.integrations.common.hosts import commands, hosts
+from cl_plugins.integrations.common.run_config import RunConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_host_package_declares_itself():
-    packages = {p.parent.name for p in (ROOT / "integrations").glob("*/host.py")}
+    packages = {p.parent.name for p in (ROOT / "cl_plugins" / "integrations").glob("*/host.py")}
     assert set(hosts()) == packages >= {"simcse", "mabel", "graph", "msc", "vision", "dcrec"}
     for host in hosts().values():
         assert host.docs and (ROOT / "docs" / host.docs).is_file(), host.name
@@ -35,7 +35,7 @@ def test_host_declarations_import_nothing_heavy():
     import subprocess
     import sys
 
-    code = ("import sys; from integrations.common.hosts import hosts; hosts(); "
+    code = ("import sys; from cl_plugins.integrations.common.hosts import hosts; hosts(); "
             "print(sorted(m for m in ('torch', 'transformers', 'torch_geometric') if m in sys.modules))")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "[]"

@@ -22,7 +22,7 @@ def _fit(loss: str, accumulate: int = 1, steps: int = 4, batches: int | None = N
     from lightning.pytorch import Trainer
     from torch.utils.data import DataLoader, TensorDataset
 
-    from integrations.frameworks.lightning import ContrastiveModule, StrategyLightningCallback
+    from cl_plugins.integrations.frameworks.lightning import ContrastiveModule, StrategyLightningCallback
 
     torch.manual_seed(0)
     x = torch.randn(8 * (batches or steps * accumulate), 6)
@@ -92,7 +92,7 @@ def test_the_hook_counts_from_where_a_fit_starts(tmp_path):
     """A fit resumed from a checkpoint, and a second fit with the same callback, count every optimizer step once."""
     from torch.utils.data import DataLoader, TensorDataset
 
-    from integrations.frameworks.lightning import ContrastiveModule, StrategyLightningCallback
+    from cl_plugins.integrations.frameworks.lightning import ContrastiveModule, StrategyLightningCallback
 
     torch.manual_seed(0)
     x = torch.randn(48, 6)
@@ -121,7 +121,7 @@ def test_the_hook_counts_from_where_a_fit_starts(tmp_path):
 def test_a_batch_with_labels_passes_them_to_the_loss(option):
     """``(x1, x2, y)`` batches for a loss built with ``exclude="same_label"`` or ``positives="label"``: the step's
     loss is the loss with ``labels=y``; malformed batches get one line."""
-    from integrations.frameworks.lightning import ContrastiveModule
+    from cl_plugins.integrations.frameworks.lightning import ContrastiveModule
 
     torch.manual_seed(0)
     x1, x2, y = torch.randn(8, 6), torch.randn(8, 6), torch.tensor([0, 1, 0, 2, 1, 3, 3, 0])

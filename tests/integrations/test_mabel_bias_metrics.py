@@ -7,9 +7,9 @@ import math
 import pytest
 import torch
 
-from integrations.mabel import crows_pairs, seat, stereoset
-from integrations.mabel.crows_pairs import CrowsPair, crows_metrics, pair_scores, shared_positions
-from integrations.mabel.stereoset import IntrasentenceExample, score_candidates, stereoset_scores
+from cl_plugins.integrations.mabel import crows_pairs, seat, stereoset
+from cl_plugins.integrations.mabel.crows_pairs import CrowsPair, crows_metrics, pair_scores, shared_positions
+from cl_plugins.integrations.mabel.stereoset import IntrasentenceExample, score_candidates, stereoset_scores
 
 WORDS = "the a man woman nurse doctor cat dog plays runs is was good bad he she . , ##s".split()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from integrations.mabel.counterfactual import has_swappable, load_word_pairs, swap_gender, swap_table
+from cl_plugins.integrations.mabel.counterfactual import has_swappable, load_word_pairs, swap_gender, swap_table
 
 PAIRS = [("he", "she"), ("him", "her"), ("his", "her"), ("man", "woman"), ("guy", "gal"), ("guy", "girl"),
          ("boy", "girl"), ("mr.", "mrs."), ("mr.", "ms."), ("sir", "ma'am"), ("chairman", "chairwoman")]  # fmt: skip

@@ -16,8 +16,8 @@ from . import upstream
 
 transformers = pytest.importorskip("transformers")
 
-from integrations.mabel.patch import patch_mabel  # noqa: E402
-from integrations.simcse.patch import enable_modern_transformers  # noqa: E402
+from cl_plugins.integrations.mabel.patch import patch_mabel  # noqa: E402
+from cl_plugins.integrations.simcse.patch import enable_modern_transformers  # noqa: E402
 
 
 def make_model(pooler="cls", seed=0, **args):

@@ -11,8 +11,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from integrations.mabel.data import augment_pairs, read_items, sick_items
-from integrations.mabel.model import MabelModel, alignment_loss
+from cl_plugins.integrations.mabel.data import augment_pairs, read_items, sick_items
+from cl_plugins.integrations.mabel.model import MabelModel, alignment_loss
 from tests.dist_utils import failure_report, torchrun  # noqa: E402
 
 from .tiny_bert import make_tiny_bert
@@ -86,14 +86,14 @@ def test_items_from_files(tmp_path, data_root):
     with pytest.raises(ValueError, match="sent0"):
         read_items(tmp_path / "bad.csv", TABLE)
     assert augment_pairs([("It runs.", "It moves.")], TABLE) == []
-    from integrations.mabel.counterfactual import load_word_pairs, swap_table
+    from cl_plugins.integrations.mabel.counterfactual import load_word_pairs, swap_table
 
     sick = sick_items(swap_table(load_word_pairs()))
     assert 300 < len(sick) < 1299 and all(item[:2] != item[2:] for item in sick)
 
 
 def test_train_end_to_end_with_bias_eval(tiny_mlm, tmp_path, data_root):
-    from integrations.mabel.train import main
+    from cl_plugins.integrations.mabel.train import main
 
     pairs = tmp_path / "pairs.csv"
     pairs.write_text("sent0,sent1\n" + "\n".join(f"{a},{b}" for a, b, _, _ in ITEMS * 4) + "\n")
@@ -124,7 +124,7 @@ def test_entry_point_help_and_two_processes(tiny_mlm, tmp_path, data_root):
 
 
 def test_snli_triples_are_readable_for_smoke_runs(data_root):
-    from integrations.mabel.counterfactual import load_word_pairs, swap_table
+    from cl_plugins.integrations.mabel.counterfactual import load_word_pairs, swap_table
 
     items = read_items(data_root / "sentence" / "simcse" / "snli_devtest_triples_for_simcse.csv",
                        swap_table(load_word_pairs()))  # fmt: skip
@@ -134,7 +134,7 @@ def test_snli_triples_are_readable_for_smoke_runs(data_root):
 def test_mlm_head_fit_leaves_the_encoder(tmp_path):
     from transformers import AutoModel, AutoModelForMaskedLM
 
-    from integrations.mabel.mlm_head import fit_mlm_head
+    from cl_plugins.integrations.mabel.mlm_head import fit_mlm_head
 
     enc_dir = make_tiny_bert(tmp_path / "enc", dropout=0.0)
     texts = [f"the {a} {v} the {b} ." for a in ("man", "woman", "dog", "cat") for v in ("plays", "runs", "eats")

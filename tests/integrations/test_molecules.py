@@ -9,7 +9,7 @@ import torch
 pytest.importorskip("rdkit")
 pytest.importorskip("torch_geometric")
 
-from integrations.graph.molecules import (  # noqa: E402
+from cl_plugins.integrations.graph.molecules import (  # noqa: E402
     multitask_roc_auc,
     read_moleculenet_csv,
     scaffold_split,
@@ -78,7 +78,7 @@ def test_moleculenet_csv_reader(tmp_path):
 def test_molecule_gin_runs_under_autocast(dtype):
     """A layer's half-precision output meets the float32 bond embeddings (the GPU check's bf16 run of GraphCL
     transfer failed here: index_add_ into a buffer of the atoms' dtype)."""
-    from integrations.graph.encoders import MoleculeGIN
+    from cl_plugins.integrations.graph.encoders import MoleculeGIN
 
     torch.manual_seed(0)
     g = smiles_to_graph("c1ccccc1CCO")

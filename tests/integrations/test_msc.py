@@ -8,8 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from integrations.msc.patch import MSCContrastiveLoss, patch_msc
-from integrations.msc.scoring import knn_anomaly_score, roc_auc
+from cl_plugins.integrations.msc.patch import MSCContrastiveLoss, patch_msc
+from cl_plugins.integrations.msc.scoring import knn_anomaly_score, roc_auc
 
 
 def msc_formula(out_1: torch.Tensor, out_2: torch.Tensor, temp: float = 0.25) -> torch.Tensor:

@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 
 import cl_plugins as clp
-from integrations.frameworks.open_clip import StrategyClipLoss
-from integrations.frameworks.open_clip.loss import follows_host_tau
+from cl_plugins.integrations.frameworks.open_clip import StrategyClipLoss
+from cl_plugins.integrations.frameworks.open_clip.loss import follows_host_tau
 from tests.dist_utils import run_distributed
 
 from .upstream import open_clip_loss

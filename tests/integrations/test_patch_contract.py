@@ -15,11 +15,11 @@ import cl_plugins as clp
 pytest.importorskip("torch_geometric")
 pytest.importorskip("transformers")
 
-from integrations.dcrec.patch import patch_dcrec  # noqa: E402
-from integrations.graph.patch import patch_grace, patch_graphcl_transfer, patch_graphcl_tu, patch_pygcl  # noqa: E402
-from integrations.mabel.patch import patch_mabel  # noqa: E402
-from integrations.msc.patch import patch_msc  # noqa: E402
-from integrations.simcse.patch import patch_simcse  # noqa: E402
+from cl_plugins.integrations.dcrec.patch import patch_dcrec  # noqa: E402
+from cl_plugins.integrations.graph.patch import patch_grace, patch_graphcl_transfer, patch_graphcl_tu, patch_pygcl  # noqa: E402
+from cl_plugins.integrations.mabel.patch import patch_mabel  # noqa: E402
+from cl_plugins.integrations.msc.patch import patch_msc  # noqa: E402
+from cl_plugins.integrations.simcse.patch import patch_simcse  # noqa: E402
 
 from . import test_graph_patch as graph  # noqa: E402
 from . import test_mabel_patch as mabel  # noqa: E402

@@ -16,9 +16,9 @@ from tests.dist_utils import run_distributed
 pytest.importorskip("transformers")
 pytest.importorskip("torch_geometric")
 
-from integrations.graph.patch import patch_graphcl_tu  # noqa: E402
-from integrations.mabel.patch import patch_mabel  # noqa: E402
-from integrations.simcse.patch import patch_simcse  # noqa: E402
+from cl_plugins.integrations.graph.patch import patch_graphcl_tu  # noqa: E402
+from cl_plugins.integrations.mabel.patch import patch_mabel  # noqa: E402
+from cl_plugins.integrations.simcse.patch import patch_simcse  # noqa: E402
 
 from . import test_graph_patch as graph  # noqa: E402
 from . import test_mabel_patch as mabel  # noqa: E402

@@ -80,12 +80,12 @@ def train_one_step(model: torch.nn.Module, loss_value) -> None:
 def test_every_declared_patch_target_has_a_recipe_and_a_test():
     import importlib
 
-    from integrations.common.hosts import patch_targets
+    from cl_plugins.integrations.common.hosts import patch_targets
 
     targets = patch_targets()  # what the hosts declare in their host.py
     assert set(recipes()) == set(targets)
     for target, (host, function) in targets.items():
-        assert callable(getattr(importlib.import_module(f"integrations.{host}.patch"), function)), target
+        assert callable(getattr(importlib.import_module(f"cl_plugins.integrations.{host}.patch"), function)), target
         assert callable(globals().get(f"test_{target}_recipe")), f"no test runs the {target} recipe"
 
 

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import cl_plugins as clp
-from integrations.common import saved_model
+from cl_plugins.integrations.common import saved_model
 from tests.planted import Planted
 
 SEED, MISTAKES, DAMAGES = 61, 30, 30
@@ -34,7 +34,7 @@ def _snapshot(folder: Path) -> dict[str, str]:
 
 
 def _run(argv: list[str], capsys: pytest.CaptureFixture) -> tuple[int, str]:
-    from integrations.console import main
+    from cl_plugins.integrations.console import main
 
     try:
         main(argv)
@@ -81,7 +81,7 @@ def _damage(path: Path, how: str, marker: Path) -> None:
 @pytest.fixture(scope="module")
 def runs(data_root, tmp_path_factory) -> dict[str, Path]:
     """A finished 2-epoch run (both checkpoints kept) and, from a copy of it, the intact resume to 3 epochs."""
-    from integrations.console import main
+    from cl_plugins.integrations.console import main
 
     root = tmp_path_factory.mktemp("search")
     main([*GRAPH, "--epochs", "2", "--keep_checkpoints", "0", "--output_dir", str(root / "finished")])
@@ -98,7 +98,7 @@ def _outcome(folder: Path) -> tuple[dict[str, torch.Tensor], list]:
 @pytest.mark.slow
 @pytest.mark.parametrize("trainer", list(TRAINERS))
 def test_a_refused_command_never_changes_the_previous_run(data_root, trainer, tmp_path, monkeypatch, capsys):
-    from integrations.console import main
+    from cl_plugins.integrations.console import main
 
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     base, again = TRAINERS[trainer]

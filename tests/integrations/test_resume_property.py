@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import torch
 
-from integrations.common import saved_model
+from cl_plugins.integrations.common import saved_model
 
 from .test_dcrec_train import TINY as DCREC_TINY
 from .test_dcrec_train import write_split
@@ -28,19 +28,20 @@ UNSTABLE = {"config", "settings", "output_dir", "train_seconds", "resume"}
 
 
 def _grace(out: Path, epochs: int) -> list[str]:
-    return ["integrations.graph.grace", "--dataset", "Cora", "--epochs", str(epochs), "--checkpoint_every", "1",
-            "--eval_seeds", "1", "--split", "public", "--loss", "macl", "--output_dir", str(out)]  # fmt: skip
+    return ["cl_plugins.integrations.graph.grace", "--dataset", "Cora", "--epochs", str(epochs), "--checkpoint_every",
+            "1", "--eval_seeds", "1", "--split", "public", "--loss", "macl", "--output_dir", str(out)]  # fmt: skip
 
 
 def _transfer(out: Path, epochs: int) -> list[str]:
-    return ["integrations.graph.graphcl_transfer", "--pretrain_molecules", "96", "--pretrain_epochs", str(epochs),
+    return ["cl_plugins.integrations.graph.graphcl_transfer", "--pretrain_molecules", "96", "--pretrain_epochs",
+            str(epochs),
             "--pretrain_batch_size", "32", "--num_layers", "2", "--emb_dim", "16", "--datasets", "bace",
             "--runseeds", "0", "--finetune_epochs", "1", "--loss", "dual_temperature",
             "--output_dir", str(out)]  # fmt: skip
 
 
 def _dcrec(out: Path, epochs: int) -> list[str]:
-    return ["integrations.dcrec.train", *DCREC_TINY, "--epochs", str(epochs), "--loss", "macl",
+    return ["cl_plugins.integrations.dcrec.train", *DCREC_TINY, "--epochs", str(epochs), "--loss", "macl",
             "--output_dir", str(out)]  # fmt: skip
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from integrations.common import atomic, run_guard, saved_model
+from cl_plugins.integrations.common import atomic, run_guard, saved_model
 from tests.planted import Planted
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -129,7 +129,7 @@ def test_the_loop_refuses_a_resume_that_changes_its_schedules_length(tmp_path):
     from torch.utils.data import DataLoader, TensorDataset
 
     import cl_plugins as clp
-    from integrations.common.training import Plan, Run, fit
+    from cl_plugins.integrations.common.training import Plan, Run, fit
 
     class TwoViews(torch.nn.Module):
         def __init__(self) -> None:
@@ -155,7 +155,7 @@ def test_the_loop_refuses_a_resume_that_changes_its_schedules_length(tmp_path):
 
 @pytest.mark.slow
 def test_msc_resumed_after_its_last_checkpoint_reports_the_trained_roc_auc(data_root, tmp_path):
-    from integrations.vision.train import main as ssl
+    from cl_plugins.integrations.vision.train import main as ssl
 
     ssl(["--subset_per_class", "6", "--width", "4", "--proj_hidden", "16", "--proj_dim", "8", "--batch_size", "20",
          "--image_size", "16", "--epochs", "1", "--linear_epochs", "0", "--eval_bank_per_class", "5",
@@ -178,7 +178,7 @@ def test_msc_resumed_after_its_last_checkpoint_reports_the_trained_roc_auc(data_
 def test_a_kill_in_a_folder_swap_is_finished_by_the_next_command(tmp_path):
     out = tmp_path / "run"
     for version in ("v1", "v2"):
-        script = ("from pathlib import Path\nfrom integrations.common import atomic\n"
+        script = ("from pathlib import Path\nfrom cl_plugins.integrations.common import atomic\n"
                   f"with atomic.folder(Path({str(out / 'best')!r})) as tmp:\n    (tmp / 'w').write_text({version!r})")
         assert _run([sys.executable, "-c", script], "save:swapped" if version == "v2" else "").returncode in (0, KILLED)
     (out / ".model.pt.123.tmp").write_text("half")  # a file a kill left half-written
@@ -189,7 +189,7 @@ def test_a_kill_in_a_folder_swap_is_finished_by_the_next_command(tmp_path):
 
 def test_loss_arg_mistakes_are_user_errors():
     import cl_plugins as clp
-    from integrations.common.cli import parse_loss_args
+    from cl_plugins.integrations.common.cli import parse_loss_args
 
     with pytest.raises(ValueError, match="not a parameter name"):
         parse_loss_args(["=1"])
@@ -199,7 +199,7 @@ def test_loss_arg_mistakes_are_user_errors():
 
 
 def test_a_crafted_pickle_is_refused_never_run(tmp_path):
-    from integrations.msc.anomaly import main as msc
+    from cl_plugins.integrations.msc.anomaly import main as msc
 
     marker, crafted = tmp_path / "marker", tmp_path / "backbone.pt"
     torch.save({"state_dict": Planted(marker), "arch": "resnet18"}, crafted)
@@ -211,8 +211,8 @@ def test_a_crafted_pickle_is_refused_never_run(tmp_path):
 
 
 def test_msc_given_another_architectures_backbone_says_so_in_one_line(tmp_path, capsys):
-    from integrations.msc.anomaly import main as msc
-    from integrations.vision.resnet import build_resnet
+    from cl_plugins.integrations.msc.anomaly import main as msc
+    from cl_plugins.integrations.vision.resnet import build_resnet
 
     torch.save(build_resnet("resnet18", cifar_stem=True, width=4).state_dict(), tmp_path / "small.pth")
     with pytest.raises(SystemExit) as exit_info:
@@ -223,7 +223,7 @@ def test_msc_given_another_architectures_backbone_says_so_in_one_line(tmp_path, 
 
 
 def test_mabel_eval_refuses_a_folder_without_a_trained_mlm_head(tmp_path, capsys):
-    from integrations.mabel.evaluate import main as mabel_eval
+    from cl_plugins.integrations.mabel.evaluate import main as mabel_eval
     from tests.integrations.tiny_bert import make_tiny_bert
 
     make_tiny_bert(tmp_path / "final")  # an encoder without MLM head, as SimCSE's final/ without --do_mlm
@@ -246,7 +246,7 @@ CALL_TIME_MISTAKES = [
 def test_a_loss_refused_at_its_first_call_changes_nothing_on_disk(finished, tmp_path, monkeypatch, capsys, loss, arg):
     """Issue 61: the loss runs once on the run's first batch before the run claims its folder, so an argument the
     first call refuses leaves a finished run as it was under --overwrite, and leaves no folder for a new run."""
-    from integrations.console import main
+    from cl_plugins.integrations.console import main
 
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # kernel='triton' on CPU tensors: refused, as on a user's
     before = _snapshot(finished)
@@ -303,7 +303,7 @@ def test_a_damaged_checkpoint_is_refused_in_one_line_before_anything_of_it_is_re
     unpickles anything, names the file, and points at the older intact checkpoint."""
     import shutil
 
-    from integrations.console import main
+    from cl_plugins.integrations.console import main
 
     out, marker = tmp_path / "run", tmp_path / "pwned"
     shutil.copytree(two_checkpoints, out)
@@ -319,7 +319,7 @@ def test_a_damaged_checkpoint_is_refused_in_one_line_before_anything_of_it_is_re
 
 
 def test_a_checkpoint_with_an_added_file_or_without_its_list_is_refused(tmp_path):
-    from integrations.common.training import _refuse_damaged
+    from cl_plugins.integrations.common.training import _refuse_damaged
 
     for step in (1, 2):
         with atomic.folder(tmp_path / f"step_{step}") as tmp:

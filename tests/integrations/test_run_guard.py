@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from integrations.common import run_guard
-from integrations.common.run_guard import RunConflict, guarded
+from cl_plugins.integrations.common import run_guard
+from cl_plugins.integrations.common.run_guard import RunConflict, guarded
 from tests.planted import Planted
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,7 +70,7 @@ def test_the_lock_keeps_a_second_process_out_and_is_free_the_moment_its_holder_i
     import time
 
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from pathlib import Path; from integrations.common import run_guard\n"
+        "import sys, time; from pathlib import Path; from cl_plugins.integrations.common import run_guard\n"
         f"with run_guard._lock(Path({str(tmp_path)!r})):\n    print('locked', flush=True); time.sleep(60)")],
         stdout=subprocess.PIPE, text=True, cwd=ROOT)  # fmt: skip
     assert holder.stdout.readline().strip() == "locked"
@@ -140,7 +140,7 @@ def test_issue_61_command_line_inputs_get_one_line(data_root, tmp_path, capsys):
     import numpy as np
     import torch
 
-    from integrations.console import main
+    from cl_plugins.integrations.console import main
 
     from .test_simcse_train import SENTENCES
     from .tiny_bert import make_tiny_bert
@@ -179,9 +179,9 @@ def test_issue_61_command_line_inputs_get_one_line(data_root, tmp_path, capsys):
 
 
 def test_unreadable_inputs_give_one_line_errors(tmp_path):
-    from integrations.common import atomic
-    from integrations.simcse.data import load_rows
-    from integrations.simcse.model import check_model_path
+    from cl_plugins.integrations.common import atomic
+    from cl_plugins.integrations.simcse.data import load_rows
+    from cl_plugins.integrations.simcse.model import check_model_path
 
     truncated = tmp_path / "model.pt"
     import torch
@@ -209,7 +209,7 @@ def test_unreadable_inputs_give_one_line_errors(tmp_path):
 def test_a_new_learning_rate_on_resume_is_applied_through_its_schedule():
     import torch
 
-    from integrations.common.training import apply_learning_rates, base_learning_rates
+    from cl_plugins.integrations.common.training import apply_learning_rates, base_learning_rates
 
     def make(lr):
         opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(2))], lr=lr)
@@ -235,7 +235,7 @@ def test_a_new_learning_rate_on_resume_is_applied_through_its_schedule():
 def test_graphcl_resumed_with_a_new_learning_rate_trains_with_it(data_root, tmp_path):
     import torch
 
-    from integrations.graph import graphcl_tu
+    from cl_plugins.integrations.graph import graphcl_tu
 
     def config(epochs, lr, resume=False):
         return graphcl_tu.TUConfig(dataset="MUTAG", seeds=[0], epochs=epochs, batch_size=64, hidden=8, eval_folds=3,
@@ -244,7 +244,7 @@ def test_graphcl_resumed_with_a_new_learning_rate_trains_with_it(data_root, tmp_
 
     graphcl_tu.run(config(1, 0.01))
     graphcl_tu.run(config(2, 0.005, resume=True))
-    from integrations.common import atomic
+    from cl_plugins.integrations.common import atomic
 
     newest = atomic.latest_complete(tmp_path / "seed_0" / "checkpoints", "step")
     assert newest is not None and newest.name == "step_6"  # MUTAG's 188 graphs: 3 batches of 64 an epoch

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from integrations.common import atomic, saved_model
+from cl_plugins.integrations.common import atomic, saved_model
 
 from .test_simcse_train import SENTENCES
 from .tiny_bert import make_tiny_bert
@@ -49,7 +49,7 @@ def _run(cmd: list[str], fault: str = "") -> subprocess.CompletedProcess:
 def _write_folder(root: Path, version: str, fault: str = "") -> int:
     script = textwrap.dedent(f"""
         from pathlib import Path
-        from integrations.common import atomic
+        from cl_plugins.integrations.common import atomic
         with atomic.folder(Path({str(root / "best")!r})) as tmp:
             (tmp / "weights").write_text({version!r})
             (tmp / "vocab").write_text({version!r})
@@ -137,7 +137,7 @@ def _simcse_cmd(root: Path, out: Path, *extra: str) -> list[str]:
         "none",
         "--no-progress",
     ]
-    return [sys.executable, "-m", "integrations.simcse.train", *args, *extra]
+    return [sys.executable, "-m", "cl_plugins.integrations.simcse.train", *args, *extra]
 
 
 @pytest.fixture(scope="module")

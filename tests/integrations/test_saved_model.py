@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from integrations.common import atomic, saved_model
+from cl_plugins.integrations.common import atomic, saved_model
 
 from .tiny_bert import make_tiny_bert
 
@@ -59,17 +59,17 @@ def _cross_cases(tmp_path: Path) -> list[tuple[list[str], str]]:
     """(command, the trainer whose folder it is given) for every evaluation entry point."""
     other = {name: _write(tmp_path / name, name) for name in TRAINERS}
     return [
-        (["integrations.graph.evaluate", "tu", "--checkpoint", str(other["grace"])], "grace"),
-        (["integrations.graph.evaluate", "node", "--checkpoint", str(other["graphcl_tu"])], "graphcl_tu"),
-        (["integrations.graph.evaluate", "molecule", "--checkpoint", str(other["vision"])], "vision"),
-        (["integrations.graph.graphcl_transfer", "--input_model", str(other["dcrec"] / saved_model.WEIGHTS),
+        (["cl_plugins.integrations.graph.evaluate", "tu", "--checkpoint", str(other["grace"])], "grace"),
+        (["cl_plugins.integrations.graph.evaluate", "node", "--checkpoint", str(other["graphcl_tu"])], "graphcl_tu"),
+        (["cl_plugins.integrations.graph.evaluate", "molecule", "--checkpoint", str(other["vision"])], "vision"),
+        (["cl_plugins.integrations.graph.graphcl_transfer", "--input_model", str(other["dcrec"] / saved_model.WEIGHTS),
           "--output_dir", str(tmp_path / "out_transfer")], "dcrec"),  # fmt: skip
-        (["integrations.dcrec.evaluate", str(other["graphcl_transfer"])], "graphcl_transfer"),
-        (["integrations.msc.anomaly", "--backbone_path", str(other["simcse"]), "--log_with", "none",
+        (["cl_plugins.integrations.dcrec.evaluate", str(other["graphcl_transfer"])], "graphcl_transfer"),
+        (["cl_plugins.integrations.msc.anomaly", "--backbone_path", str(other["simcse"]), "--log_with", "none",
           "--output_dir", str(tmp_path / "out_msc")], "simcse"),  # fmt: skip
-        (["integrations.vision.train", "--help"], ""),  # vision has no evaluation entry of its own
-        (["integrations.simcse.evaluate", "--model", str(other["vision"])], "vision"),
-        (["integrations.mabel.evaluate", str(other["dcrec"])], "dcrec"),
+        (["cl_plugins.integrations.vision.train", "--help"], ""),  # vision has no evaluation entry of its own
+        (["cl_plugins.integrations.simcse.evaluate", "--model", str(other["vision"])], "vision"),
+        (["cl_plugins.integrations.mabel.evaluate", str(other["dcrec"])], "dcrec"),
     ]
 
 
@@ -99,7 +99,7 @@ class _Exploit:
 
 
 def test_crafted_pickles_in_published_weights_and_caches_are_never_run(tmp_path, capsys):
-    from integrations.graph.graphcl_transfer import main as transfer
+    from cl_plugins.integrations.graph.graphcl_transfer import main as transfer
 
     marker = tmp_path / "marker"
     crafted = tmp_path / "published_gin.pth"
@@ -134,9 +134,9 @@ def test_sentence_transformers_embeds_as_our_evaluator(tiny_encoder, tmp_path, p
     from transformers import AutoModel, AutoTokenizer
 
     import cl_plugins as clp
-    from integrations.simcse.evaluate import load_encoder
-    from integrations.simcse.model import SimCSEModel
-    from integrations.simcse.train import TrainConfig, save_model
+    from cl_plugins.integrations.simcse.evaluate import load_encoder
+    from cl_plugins.integrations.simcse.model import SimCSEModel
+    from cl_plugins.integrations.simcse.train import TrainConfig, save_model
 
     torch.manual_seed(0)
     model = SimCSEModel(AutoModel.from_pretrained(str(tiny_encoder)), clp.build_loss("infonce"), pooler=pooler,
@@ -155,8 +155,8 @@ def test_sentence_transformers_embeds_as_our_evaluator(tiny_encoder, tmp_path, p
 
 
 def _graph_model(folder: Path) -> Path:
-    from integrations.graph.graphcl_tu import TUConfig, build_model
-    from integrations.graph.trainer import save_run_model
+    from cl_plugins.integrations.graph.graphcl_tu import TUConfig, build_model
+    from cl_plugins.integrations.graph.trainer import save_run_model
 
     config = TUConfig(output_dir=str(folder.parent / "run"), hidden=8, num_layers=2)
     save_run_model(folder, "graphcl_tu", config, 7, build_model(config, 7))
@@ -191,8 +191,8 @@ def test_a_crafted_description_is_refused_before_any_module_is_built(tmp_path, c
     """Issue 61: KeyErrors and TypeErrors, and sizes that allocated gigabytes before the weights were compared."""
     import time
 
-    from integrations.graph.graphcl_tu import TUConfig, build_model
-    from integrations.graph.trainer import load_run_model
+    from cl_plugins.integrations.graph.graphcl_tu import TUConfig, build_model
+    from cl_plugins.integrations.graph.trainer import load_run_model
 
     folder = _graph_model(tmp_path / "model")
     assert load_run_model(folder, "graphcl_tu", TUConfig, build_model)[0].hidden == 8
@@ -209,7 +209,7 @@ def test_a_crafted_description_is_refused_before_any_module_is_built(tmp_path, c
 def test_a_crafted_backbone_description_is_refused_before_it_allocates(change, named, tmp_path):
     import shutil
 
-    from integrations.vision.train import load_backbone
+    from cl_plugins.integrations.vision.train import load_backbone
 
     folder = tmp_path / "backbone"
     shutil.copytree(Path(__file__).resolve().parents[1] / "fixtures" / "cuda_saved" / "vision" / "backbone", folder)
@@ -222,8 +222,8 @@ def test_a_crafted_backbone_description_is_refused_before_it_allocates(change, n
 
 def test_a_model_of_another_width_than_its_data_or_flags_is_refused_in_one_line(data_root, tmp_path, capsys):
     """Issue 61: an edited run.dataset and an --input_model of another --emb_dim gave shape-mismatch tracebacks."""
-    from integrations.console import main
-    from integrations.graph.encoders import MoleculeGIN
+    from cl_plugins.integrations.console import main
+    from cl_plugins.integrations.graph.encoders import MoleculeGIN
 
     folder = _graph_model(tmp_path / "model")
     _edit(folder, lambda info: info["run"].update(dataset="PROTEINS"))  # 3 node features, not MUTAG's 7

@@ -51,7 +51,7 @@ def test_infonce_is_mnrl(model_dir, cached, with_negatives, device):
         MultipleNegativesRankingLoss,
     )
 
-    from integrations.frameworks.sentence_transformers import CachedStrategyRankingLoss, StrategyRankingLoss
+    from cl_plugins.integrations.frameworks.sentence_transformers import CachedStrategyRankingLoss, StrategyRankingLoss
 
     columns = [ANCHORS, POSITIVES] + ([NEGATIVES] if with_negatives else [])
     model = _model(model_dir, device)  # pytest --device cuda: on the GPU
@@ -70,7 +70,7 @@ def test_infonce_is_mnrl(model_dir, cached, with_negatives, device):
 
 @pytest.mark.parametrize("name", ["macl", "learnable", "dystress", "temperature_free"])
 def test_the_cached_loss_equals_the_uncached_one(model_dir, name):
-    from integrations.frameworks.sentence_transformers import CachedStrategyRankingLoss, StrategyRankingLoss
+    from cl_plugins.integrations.frameworks.sentence_transformers import CachedStrategyRankingLoss, StrategyRankingLoss
 
     columns = [ANCHORS, POSITIVES, NEGATIVES]
     model = _model(model_dir)
@@ -90,7 +90,7 @@ def test_the_cached_loss_equals_the_uncached_one(model_dir, name):
 def _train(model_dir, tmp_path, name: str, steps: int = 3):
     from sentence_transformers import SentenceTransformerTrainingArguments
 
-    from integrations.frameworks.sentence_transformers import CachedStrategyRankingLoss, StrategyTrainer
+    from cl_plugins.integrations.frameworks.sentence_transformers import CachedStrategyRankingLoss, StrategyTrainer
 
     datasets = pytest.importorskip("datasets")
     model = _model(model_dir).float()
@@ -119,7 +119,7 @@ def test_the_per_step_hook_runs(model_dir, tmp_path):
 
 def test_columns_of_unequal_length_are_refused(model_dir):
     """Row i of every column belongs to anchor i: a shorter column would pair an anchor with another row's text."""
-    from integrations.frameworks.sentence_transformers import StrategyRankingLoss
+    from cl_plugins.integrations.frameworks.sentence_transformers import StrategyRankingLoss
 
     loss = StrategyRankingLoss(_model(model_dir), "infonce")
     with pytest.raises(ValueError, match=r"different numbers of rows \[4, 3\]"):
@@ -127,7 +127,7 @@ def test_columns_of_unequal_length_are_refused(model_dir):
 
 
 def test_strategies_that_need_features_are_refused(model_dir):
-    from integrations.frameworks.sentence_transformers import StrategyRankingLoss
+    from cl_plugins.integrations.frameworks.sentence_transformers import StrategyRankingLoss
 
     for name in clp.available_losses():
         if clp.owns_projection_head(name):
@@ -141,7 +141,7 @@ def _rank(rank, world, model_dir, cached):
         MultipleNegativesRankingLoss,
     )
 
-    from integrations.frameworks.sentence_transformers import CachedStrategyRankingLoss, StrategyRankingLoss
+    from cl_plugins.integrations.frameworks.sentence_transformers import CachedStrategyRankingLoss, StrategyRankingLoss
 
     rows = slice(rank * 3, (rank + 1) * 3)
     columns = [ANCHORS[rows], POSITIVES[rows], NEGATIVES[rows]]
@@ -174,7 +174,7 @@ def test_duplicate_texts_are_no_negatives(model_dir, cached):
     import torch.nn.functional as F
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
-    from integrations.frameworks.sentence_transformers import CachedStrategyRankingLoss, StrategyRankingLoss
+    from cl_plugins.integrations.frameworks.sentence_transformers import CachedStrategyRankingLoss, StrategyRankingLoss
 
     model = _model(model_dir)
     build = (lambda **kw: CachedStrategyRankingLoss(model, "macl", mini_batch_size=2, **kw)) if cached else (
@@ -197,7 +197,7 @@ def test_duplicate_texts_are_no_negatives(model_dir, cached):
 
 
 def _duplicates_rank(rank, world, model_dir):
-    from integrations.frameworks.sentence_transformers import StrategyRankingLoss
+    from cl_plugins.integrations.frameworks.sentence_transformers import StrategyRankingLoss
 
     rows = slice(rank * 3, (rank + 1) * 3)
     model = _model(model_dir)

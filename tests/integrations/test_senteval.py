@@ -7,9 +7,9 @@ import hashlib
 import numpy as np
 import pytest
 
-from integrations.senteval import engine, readers
-from integrations.senteval.classifier import ProbeConfig, inner_kfold
-from integrations.senteval.sts import spearman
+from cl_plugins.integrations.senteval import engine, readers
+from cl_plugins.integrations.senteval.classifier import ProbeConfig, inner_kfold
+from cl_plugins.integrations.senteval.sts import spearman
 
 
 def bow_encoder(dim: int = 2048):
@@ -130,7 +130,7 @@ def test_task_names():
 
 @pytest.mark.parametrize("mode", ["test", "fasttest"])
 def test_probes_trained_together_equal_separate_runs(mode):
-    from integrations.senteval.classifier import fit_predict
+    from cl_plugins.integrations.senteval.classifier import fit_predict
 
     rng = np.random.RandomState(1)
     x = rng.randn(300, 8).astype(np.float32)

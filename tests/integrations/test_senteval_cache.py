@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from integrations.senteval import engine
-from integrations.senteval.embedders import Embedder
-from integrations.senteval.embedding_cache import ListCache, SentenceTable, model_fingerprint, prune
+from cl_plugins.integrations.senteval import engine
+from cl_plugins.integrations.senteval.embedders import Embedder
+from cl_plugins.integrations.senteval.embedding_cache import ListCache, SentenceTable, model_fingerprint, prune
 
 from .tiny_bert import make_tiny_bert
 
@@ -47,7 +47,7 @@ class Counting:
 
 
 def _encoder(model_dir, pooler: str = "avg"):  # type: ignore[no-untyped-def]
-    from integrations.simcse.evaluate import load_encoder
+    from cl_plugins.integrations.simcse.evaluate import load_encoder
 
     return load_encoder(model_dir, pooler)
 
@@ -137,7 +137,7 @@ def test_prune_deletes_least_recently_used_but_kept(tmp_path) -> None:
 
 
 def test_evaluate_reports_stage_times_and_checks_batching(data_root, model_dir, tmp_path) -> None:
-    from integrations.simcse.evaluate import load_encoder
+    from cl_plugins.integrations.simcse.evaluate import load_encoder
 
     timings: dict = {}
     encoder = load_encoder(model_dir, "avg", max_length=60)  # the tiny model has 64 positions

@@ -14,7 +14,7 @@ import pytest
 import torch
 from sklearn.model_selection import StratifiedKFold
 
-from integrations.senteval.classifier import (
+from cl_plugins.integrations.senteval.classifier import (
     REGS,
     ProbeConfig,
     Problem,
@@ -24,8 +24,8 @@ from integrations.senteval.classifier import (
     kfold_then_test,
     split,
 )
-from integrations.senteval.embedding_cache import encode_in_batches
-from integrations.senteval.transfer import senteval_order
+from cl_plugins.integrations.senteval.embedding_cache import encode_in_batches
+from cl_plugins.integrations.senteval.transfer import senteval_order
 
 
 class SentEvalProbe:
@@ -215,7 +215,7 @@ def test_senteval_order_and_batches() -> None:
 
 
 def test_mrpc_reports_f1_of_the_paraphrase_class(monkeypatch: pytest.MonkeyPatch) -> None:
-    from integrations.senteval import transfer
+    from cl_plugins.integrations.senteval import transfer
 
     pairs = (["a b", "c", "d e f", "g", "h i"], ["x", "y z", "w", "v u", "t"], [1, 1, 0, 0, 1])
     monkeypatch.setattr(transfer.readers, "read_mrpc", lambda root: {"train": pairs, "test": pairs})

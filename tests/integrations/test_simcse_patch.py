@@ -18,7 +18,7 @@ from . import upstream
 
 transformers = pytest.importorskip("transformers")
 
-from integrations.simcse.patch import enable_modern_transformers, patch_simcse  # noqa: E402
+from cl_plugins.integrations.simcse.patch import enable_modern_transformers, patch_simcse  # noqa: E402
 
 
 def simcse_module(which: str):

@@ -13,7 +13,7 @@ import cl_plugins as clp
 
 pytest.importorskip("transformers")
 
-from integrations.simcse.train import TrainConfig, build_parser, config_from_args, train  # noqa: E402
+from cl_plugins.integrations.simcse.train import TrainConfig, build_parser, config_from_args, train  # noqa: E402
 from tests.dist_utils import failure_report, torchrun  # noqa: E402
 from tests.integrations.tiny_bert import make_tiny_bert  # noqa: E402
 
@@ -145,7 +145,7 @@ def test_cli_help_explains_every_flag(capsys):
 def test_encode_keeps_the_input_order(tiny):
     from transformers import AutoTokenizer
 
-    from integrations.simcse.evaluate import load_encoder
+    from cl_plugins.integrations.simcse.evaluate import load_encoder
 
     _, model_dir, _, _ = tiny
     encode = load_encoder(model_dir, "avg")
@@ -198,7 +198,7 @@ def test_training_files_read_through_datasets_hold_what_python_reads(tmp_path):
     """``load_rows`` against Python's own readers: stripped non-empty lines; CSV cells as text (empty, numbers)."""
     import csv
 
-    from integrations.simcse.data import load_rows
+    from cl_plugins.integrations.simcse.data import load_rows
 
     text = tmp_path / "train.txt"
     text.write_text("  first sentence \n\n\tsecond\r\nthird\rfourth\n   \nlast", encoding="utf-8")

@@ -1,4 +1,5 @@
-"""The shared training loop (``integrations.common.training.fit``) tells the strategy the length of an epoch."""
+"""The shared training loop (``cl_plugins.integrations.common.training.fit``) tells the strategy the length of an
+epoch."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ class TwoViews(nn.Module):
 def test_fit_gives_a_schedule_in_epochs_the_steps_of_an_epoch():
     from accelerate import Accelerator
 
-    from integrations.common.training import Plan, Run, fit
+    from cl_plugins.integrations.common.training import Plan, Run, fit
 
     torch.manual_seed(0)
     model = TwoViews(clp.build_loss("cosine_schedule", tau_min=0.1, tau_max=0.5, period=2, period_unit="epoch"))
@@ -43,7 +44,7 @@ def test_random_states_are_saved_as_json_and_safetensors_and_restored(tmp_path):
 
     import numpy as np
 
-    from integrations.common import random_states
+    from cl_plugins.integrations.common import random_states
 
     (tmp_path / "random_states_0.pkl").write_bytes(b"what accelerate wrote")
     saved = SimpleNamespace(process_index=0, step=5)

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from integrations.common import saved_model
-from integrations.vision.data import load_cifar10, load_fashion_mnist, long_tail_counts
+from cl_plugins.integrations.common import saved_model
+from cl_plugins.integrations.vision.data import load_cifar10, load_fashion_mnist, long_tail_counts
 from tests.dist_utils import failure_report, torchrun  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,7 +51,7 @@ def test_missing_cifar_names_the_variable(tmp_path, monkeypatch):
 
 
 def _train(tmp_path: Path, *extra: str) -> dict:
-    from integrations.vision.train import main
+    from cl_plugins.integrations.vision.train import main
 
     return main([*TINY, "--output_dir", str(tmp_path), *extra])
 
@@ -104,7 +104,7 @@ def test_long_tail_and_fashion_mnist_runs(data_root, tmp_path):
 
 def test_msc_on_the_ssl_backbone(data_root, tmp_path):
     _train(tmp_path / "ssl", "--epochs", "1", "--linear_epochs", "0")
-    from integrations.msc.anomaly import main
+    from cl_plugins.integrations.msc.anomaly import main
 
     summary = main(
         ["--backbone_path", str(tmp_path / "ssl" / "backbone"), "--normal_classes", "3", "--epochs", "1",

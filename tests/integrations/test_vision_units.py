@@ -16,8 +16,8 @@ import torch.nn.functional as F
 from torch import nn
 
 import cl_plugins as clp
-from integrations.vision import augment as A
-from integrations.vision.data import (
+from cl_plugins.integrations.vision import augment as A
+from cl_plugins.integrations.vision.data import (
     load_cifar10,
     long_tail_counts,
     long_tail_indices,
@@ -26,10 +26,10 @@ from integrations.vision.data import (
     read_image_folder_tar,
     stratified_subset,
 )
-from integrations.vision.frameworks import ContrastiveSSL, build_vision_loss, projection_head
-from integrations.vision.knn import knn_accuracy, knn_predict, topk_accuracy
-from integrations.vision.linear_probe import linear_probe
-from integrations.vision.resnet import build_resnet, load_torchvision_weights, resnet18
+from cl_plugins.integrations.vision.frameworks import ContrastiveSSL, build_vision_loss, projection_head
+from cl_plugins.integrations.vision.knn import knn_accuracy, knn_predict, topk_accuracy
+from cl_plugins.integrations.vision.linear_probe import linear_probe
+from cl_plugins.integrations.vision.resnet import build_resnet, load_torchvision_weights, resnet18
 from tests.planted import Planted
 
 # ----------------------------------------------------------------------------- augmentations
@@ -350,7 +350,7 @@ def test_long_tail_profile_is_cifar10_lt():
 def test_class_labels_reach_a_loss_that_takes_them(framework, option):
     """``--loss_arg exclude=same_label`` or ``--loss_arg positives=label``: the batches' CIFAR labels go to the
     loss (and, for MoCo, into the queue beside its keys); an unlabelled batch is refused in one line."""
-    from integrations.vision.train import VisionConfig, build_model
+    from cl_plugins.integrations.vision.train import VisionConfig, build_model
 
     torch.manual_seed(0)
     config = VisionConfig(width=4, proj_hidden=16, proj_dim=8, image_size=16, framework=framework, queue_size=32,

@@ -130,7 +130,7 @@ def grace() -> Any:
 @functools.lru_cache(maxsize=1)
 def mabel() -> Any:
     """MABEL's ``training/model.py`` (imports as is on transformers 5; its ``cl_init`` needs
-    :func:`integrations.simcse.patch.enable_modern_transformers`)."""
+    :func:`cl_plugins.integrations.simcse.patch.enable_modern_transformers`)."""
     return load("MABEL/training", "model")
 
 
