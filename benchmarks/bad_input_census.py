@@ -118,7 +118,9 @@ def _adapter_named_cases(z: torch.Tensor) -> dict[str, tuple]:
         from cl_plugins.integrations.frameworks.sentence_transformers import StrategyRankingLoss
     except Exception:  # noqa: BLE001
         return cases
-    st = lambda **kw: StrategyRankingLoss(torch.nn.Identity(), "infonce", **kw)  # noqa: E731
+    def st(**kw: Any) -> StrategyRankingLoss:
+        return StrategyRankingLoss(torch.nn.Identity(), "infonce", **kw)
+
     cases["sentence-transformers scale=0"] = (lambda: st(scale=0), True)
     cases["sentence-transformers unequal columns"] = (lambda: st().loss_from_embeddings([z, z[:5]]), True)
     reference = float(st().loss_from_embeddings([z.double(), z.double() + 0.1]))

@@ -258,7 +258,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if site:
         sys.path.insert(0, site)
     report.set("environment", environment(args.device))
-    left = lambda: deadline - time.monotonic()  # noqa: E731
+
+    def left() -> float:
+        return deadline - time.monotonic()
+
     if "tests" not in args.skip:
         device_tests(args.device, args.quick, min(150.0, 0.3 * left()), report, env)
     if "trainers" not in args.skip:

@@ -32,7 +32,10 @@ class SimCLR(nn.Module):
 
     def __init__(self, loss_fn: nn.Module, width: int = 32, dim: int = 64) -> None:
         super().__init__()
-        conv = lambda i, o: nn.Sequential(nn.Conv2d(i, o, 3, padding=1), nn.BatchNorm2d(o), nn.ReLU(), nn.MaxPool2d(2))  # noqa: E731,E501
+
+        def conv(i: int, o: int) -> nn.Sequential:
+            return nn.Sequential(nn.Conv2d(i, o, 3, padding=1), nn.BatchNorm2d(o), nn.ReLU(), nn.MaxPool2d(2))
+
         self.backbone = nn.Sequential(conv(3, width), conv(width, 2 * width), conv(2 * width, 4 * width),
                                       nn.AdaptiveAvgPool2d(1), nn.Flatten())  # fmt: skip
         self.head = nn.Sequential(nn.Linear(4 * width, 4 * width), nn.ReLU(), nn.Linear(4 * width, dim))
@@ -90,7 +93,10 @@ def main() -> None:
         test_images, test_labels = load_cifar10("test")
         test = stratified_subset(test_labels, 100)
         with torch.inference_mode():
-            embed = lambda x: nn.functional.normalize(inner.backbone(view(x.to(accelerator.device))), dim=1)  # noqa: E731
+
+            def embed(x: torch.Tensor) -> torch.Tensor:
+                return nn.functional.normalize(inner.backbone(view(x.to(accelerator.device))), dim=1)
+
             bank, queries = embed(images[keep]), embed(test_images[test])
         top1 = knn_accuracy(queries, test_labels[test], bank, labels[keep], num_classes=10)["top1"]
         print(f"{args.loss}: kNN top-1 {100 * top1:.2f} % on 1,000 test images")

@@ -80,7 +80,10 @@ def run(args: STSimCSEConfig) -> dict[str, Any]:
         summary["train_loss"] = result.training_loss
         summary["strategy"] = loss.get_config_dict()
     model.eval()
-    encode = lambda sentences: model.encode(list(sentences), batch_size=128, convert_to_numpy=True)  # noqa: E731
+
+    def encode(sentences: list[str]) -> Any:
+        return model.encode(list(sentences), batch_size=128, convert_to_numpy=True)
+
     results = engine.evaluate(encode, args.tasks, mode="test", progress=False)
     summary["sts"] = engine.summary(results)
     atomic.write_json(out / "results.json", summary)

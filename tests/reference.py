@@ -309,7 +309,9 @@ def _unit(x):
 
 
 def _amcl_anchor_loss(module, net, an, decoupled):
-    omega = lambda t: module.proj_dim / 2 * torch.log(t) + 1 / t  # noqa: E731
+    def omega(t):
+        return module.proj_dim / 2 * torch.log(t) + 1 / t
+
     if module.form == "anchor":
         u = net.second(torch.relu(net.first(_unit(an.a))))[0]
         t = module.tau * module.tau_range ** torch.tanh(u)

@@ -60,7 +60,9 @@ def test_whole_tiles_compiled_equal_the_eager_ones(name, kwargs, layout, labelle
     """The kernels compile whole tiles (map, masks, exp, sums, statistics; the gradient backward): the symmetric
     SimCLR kernel and the plain streaming one over tiles that do not divide the block, the one-buffer kernel over
     row chunks."""
-    small = lambda rows, cols, device=None: (min(rows, 5), min(cols, 5))  # noqa: E731
+    def small(rows: int, cols: int, device: object = None) -> tuple[int, int]:
+        return min(rows, 5), min(cols, 5)
+
     monkeypatch.setattr(streaming, "tile_sizes", small)
     monkeypatch.setattr(symmetric, "tile_sizes", small)
     monkeypatch.setattr(fused, "CHUNK_ELEMENTS", 50)

@@ -164,7 +164,10 @@ class DySTreSSLoss(ContrastiveLoss):
             return lambda s: run(s, *profile)
 
         with_stat, with_derivative, full = bound(_with_stat), bound(_with_derivative), bound(_full)
-        value = lambda s: s / self.temperature(s.detach() if self.detach else s)  # noqa: E731
+
+        def value(s: torch.Tensor) -> torch.Tensor:
+            return s / self.temperature(s.detach() if self.detach else s)
+
         # with tau(sg(s)) the derivative is 1 / tau(s); the full one (detach=False) comes from autograd per tile
         bound = 1.0 / self.tau_min  # |s / tau(s)| with |s| <= 1 and tau >= tau_min
         if not self.detach:

@@ -85,10 +85,18 @@ class TemperatureFreeLoss(ContrastiveLoss):
     def logit_map(self, pairs: Pairs) -> LogitMap:
         lo, hi = -1 + self.eps, 1 - self.eps
         # clamp passes the gradient on [lo, hi] (bounds included), as autograd's does
-        derivative = lambda s: torch.where((s >= lo) & (s <= hi), 2 / (1 - s * s), torch.zeros_like(s))  # noqa: E731
-        value = lambda s: 2 * torch.atanh(self._clamped(s))  # noqa: E731
+
+        def derivative(s: torch.Tensor) -> torch.Tensor:
+            return torch.where((s >= lo) & (s <= hi), 2 / (1 - s * s), torch.zeros_like(s))
+
+        def value(s: torch.Tensor) -> torch.Tensor:
+            return 2 * torch.atanh(self._clamped(s))
+
         closed = maybe_compiled(closed_form, self.compile_maps)  # chosen once per call, not per tile
-        exp_form = lambda s, grad: closed(s, lo, hi, grad)  # noqa: E731
+
+        def exp_form(s: torch.Tensor, grad: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+            return closed(s, lo, hi, grad)
+
         bound = math.log((2 - self.eps) / self.eps)  # 2 atanh(1 - eps)
         tiles = (_tile_form, (lo, hi)) if resolve(self.compile_maps) else None
         return LogitMap(value, with_derivative=lambda s: (value(s), derivative(s)), exp_form=exp_form, bound=bound,

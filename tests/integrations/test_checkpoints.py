@@ -44,7 +44,9 @@ def upstream_gnn(monkeypatch: pytest.MonkeyPatch, layers: int = 3, dim: int = 16
     module.__dict__.update(cls.__init__.__globals__)
     monkeypatch.setitem(sys.modules, "model", module)
     gnn = cls(layers, dim, JK="last", drop_ratio=0.0, gnn_type="gin")
-    loops = lambda ei, num_nodes: add_self_loops(ei, num_nodes=num_nodes)[0]  # noqa: E731
+    def loops(ei, num_nodes):
+        return add_self_loops(ei, num_nodes=num_nodes)[0]
+
     monkeypatch.setitem(type(gnn.gnns[0]).forward.__globals__, "add_self_loops", loops)
     for conv in gnn.gnns:
         conv.propagate = lambda aggr, edge_index, _c=conv, **kw: MessagePassing.propagate(_c, edge_index, **kw)

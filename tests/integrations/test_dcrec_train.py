@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from cl_plugins.integrations.common import saved_model
+from cl_plugins.integrations.dcrec.configs import preset_for
 from cl_plugins.integrations.dcrec.evaluate import evaluate, history_mask
 from cl_plugins.integrations.dcrec.graphs import transition_graph
 from cl_plugins.integrations.dcrec.splits import UserSequences, build_splits
-from cl_plugins.integrations.dcrec.configs import preset_for
 from cl_plugins.integrations.dcrec.train import BestEpoch, DCRecConfig, main
 from tests.dist_utils import failure_report, torchrun  # noqa: E402
 

@@ -75,8 +75,8 @@ def test_msc_trains_at_025():
 
 @pytest.mark.parametrize("dataset,tau", [("ml-100k", 0.8), ("beauty", 1.0)])  # run_DCRec.py's presets
 def test_dcrec_trains_at_its_cl_temp(dataset, tau):
-    from cl_plugins.integrations.dcrec.model import build_dcrec_loss
     from cl_plugins.integrations.dcrec.configs import DCRecConfig, preset_for
+    from cl_plugins.integrations.dcrec.model import build_dcrec_loss
 
     config = DCRecConfig(dataset=dataset)
     assert _tau(build_dcrec_loss(config.loss, preset_for(dataset)["cl_temp"], 64, **config.loss_args)) == tau

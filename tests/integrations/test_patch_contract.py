@@ -65,9 +65,8 @@ def _msc():
     model = torch.nn.Module()
     model.backbone = torch.nn.Linear(6, 10)
     x = torch.randn(8, 6)
-    step = lambda m: module.contrastive_loss(
-        m.backbone(x.to(m.backbone.weight)), m.backbone(x.to(m.backbone.weight) + 0.1)
-    )  # noqa: E731,E501
+    def step(m):
+        return module.contrastive_loss(m.backbone(x.to(m.backbone.weight)), m.backbone(x.to(m.backbone.weight) + 0.1))
 
     def patch(target, loss, **kw):
         return patch_msc(module, loss, model=target, feature_dim=10, **kw)
@@ -79,7 +78,9 @@ def _pygcl():
     losses, models = graph._import_pygcl()
     contrast = models.DualBranchContrast(losses.InfoNCE(tau=0.2), mode="L2L", intraview_negs=True)
     h1, h2 = torch.randn(10, 8), torch.randn(10, 8)
-    step = lambda m: m(h1=h1.to(m.cl_plugins_loss.log_tau), h2=h2.to(m.cl_plugins_loss.log_tau))  # noqa: E731
+    def step(m):
+        return m(h1=h1.to(m.cl_plugins_loss.log_tau), h2=h2.to(m.cl_plugins_loss.log_tau))
+
     return contrast, patch_pygcl, step, {}
 
 

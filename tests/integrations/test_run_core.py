@@ -143,7 +143,9 @@ def test_the_loop_refuses_a_resume_that_changes_its_schedules_length(tmp_path):
         torch.manual_seed(0)
         model = TwoViews()
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
-        cosine = lambda o, total: torch.optim.lr_scheduler.LambdaLR(o, lambda s: 1 - s / total)  # noqa: E731
+        def cosine(o, total):
+            return torch.optim.lr_scheduler.LambdaLR(o, lambda s: 1 - s / total)
+
         loader = DataLoader(TensorDataset(torch.randn(16, 4)), batch_size=8)
         fit(Accelerator(cpu=True), model, opt, loader, Plan(epochs), Run(tmp_path, resume, False), schedule=cosine)
 

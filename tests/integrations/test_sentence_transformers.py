@@ -32,7 +32,9 @@ def _model(model_dir, device: torch.device | str = "cpu"):
 
 
 def _features(model, columns):
-    moved = lambda f: {k: v.to(model.device) if isinstance(v, torch.Tensor) else v for k, v in f.items()}  # noqa: E731
+    def moved(f):
+        return {k: v.to(model.device) if isinstance(v, torch.Tensor) else v for k, v in f.items()}
+
     return [moved(model.preprocess(list(texts))) for texts in columns]
 
 

@@ -129,10 +129,9 @@ def finetune(
     model = MoleculeClassifier(gnn, data.num_tasks).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.finetune_lr)
     train_idx, valid_idx, test_idx = split
-    subset = lambda idx: [data[i] for i in idx]  # noqa: E731
-    train_loader = DataLoader(subset(train_idx), batch_size=config.finetune_batch_size, shuffle=True)
-    valid_loader = DataLoader(subset(valid_idx), batch_size=256)
-    test_loader = DataLoader(subset(test_idx), batch_size=256)
+    train_loader = DataLoader([data[i] for i in train_idx], batch_size=config.finetune_batch_size, shuffle=True)
+    valid_loader = DataLoader([data[i] for i in valid_idx], batch_size=256)
+    test_loader = DataLoader([data[i] for i in test_idx], batch_size=256)
     val_curve, test_curve = [], []
     for _ in tqdm(
         range(config.finetune_epochs), desc=f"fine-tuning {data.name} seed {seed}", disable=not config.progress

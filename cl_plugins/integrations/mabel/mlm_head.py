@@ -51,11 +51,17 @@ def fit_mlm_head(
     tokenizer = pretrained(AutoTokenizer, encoder_dir)
     model = _masked_lm_of(encoder_dir)
     generator = torch.Generator().manual_seed(seed)
-    encode = lambda lines: _masked_states(model, tokenizer, lines, max_length, generator, progress)  # noqa: E731
+
+    def encode(lines: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        return _masked_states(model, tokenizer, lines, max_length, generator, progress)
+
     train_x, train_y = encode(texts[:-held_out])
     test_x, test_y = encode(texts[-held_out:])
     head = model.cls
-    accuracy = lambda: float((head(test_x).argmax(-1) == test_y).double().mean())  # noqa: E731
+
+    def accuracy() -> float:
+        return float((head(test_x).argmax(-1) == test_y).double().mean())
+
     with torch.no_grad():
         before = accuracy()
     _train_head(head, train_x, train_y, epochs, batch_size, lr, generator, progress)

@@ -71,7 +71,9 @@ def save_model(model: SimCSEModel, tokenizer: Any, path: Path, config: TrainConf
 def dev_score(model: SimCSEModel, tokenizer: Any, max_length: int | None = None) -> float:
     from cl_plugins.integrations.senteval.sts import eval_relatedness
 
-    encode = lambda sents: model.encode(list(sents), tokenizer, max_length=max_length).numpy()  # noqa: E731
+    def encode(sents: list[str]) -> Any:
+        return model.encode(list(sents), tokenizer, max_length=max_length).numpy()
+
     return eval_relatedness(encode, "STSBenchmark", ("dev",))["dev"]
 
 
@@ -172,7 +174,10 @@ def train(
               tracking=(project, asdict(config)))  # fmt: skip
     hooks = Hooks(on_epoch_start=lambda state: _set_epoch(sampler, collate, state.epoch), on_step_end=on_step_end,
                   step_logs=lambda: _step_logs(unwrapped))  # fmt: skip
-    schedule = lambda opt, total: get_linear_schedule_with_warmup(opt, int(config.warmup_ratio * total), total)  # noqa: E731
+
+    def schedule(opt: torch.optim.Optimizer, total: int) -> Any:
+        return get_linear_schedule_with_warmup(opt, int(config.warmup_ratio * total), total)
+
     state = fit(accelerator, model, optimizer, loader, plan, run, hooks, schedule=schedule)
     if config.eval_steps and state.step % config.eval_steps:  # not already evaluated at this step
         _evaluate_and_keep_best(accelerator, unwrapped, tokenizer, state, out, config, project)

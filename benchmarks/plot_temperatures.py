@@ -1,6 +1,6 @@
 """Plot temperature (and effective 1/tau) against cosine similarity for the strategies.
 
-python docs/plot_temperatures.py            # writes docs/figures/temperature_vs_similarity.png
+python benchmarks/plot_temperatures.py            # writes docs/figures/temperature_vs_similarity.png
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def curves() -> tuple[torch.Tensor, list[tuple[str, torch.Tensor, dict]]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    default = Path(__file__).resolve().parent / "figures" / "temperature_vs_similarity.png"
+    default = Path(__file__).resolve().parents[1] / "docs" / "figures" / "temperature_vs_similarity.png"
     parser.add_argument("--output", type=Path, default=default, help="PNG file to write")
     args = parser.parse_args()
 
