@@ -239,7 +239,7 @@ def dense_gib(label: str, layout: str, n: int) -> float:
     a, m = anchors_candidates(layout, n)
     copies = next((c for prefix, c in DENSE_COPIES.items() if label.startswith(prefix)), None)
     if copies is None and not label.startswith(("infonce [stream]", "sentence-transformers CachedMNRL")):
-        copies = 0 if a * m >= clp.base.STREAM_FROM_ELEMENTS else 1.5
+        copies = 0 if a * m >= clp.kernels.dispatch.STREAM_FROM_ELEMENTS else 1.5
     return (copies or 0) * a * m * 4 * (2 if layout == "cross_view-sym" else 1) / 2**30
 
 

@@ -19,30 +19,13 @@ from torch import nn
 
 from .distributed import ProcessesDisagree, all_reduce_sum, is_distributed, refuse_on_every_rank, world_size
 from .extension import LazyLogits, LogitMap, Pairs, softplus
-from .kernels import triton_lse
+from .kernels.dispatch import KERNELS, KernelChoice, choose
 from .layouts import LAYOUTS, Labels, NoNegatives, PairBlock, at_least_float32, build_blocks, unit_rows
 from .validation import ArgumentTypeError, check_choice, check_pair, check_range, check_similarity
 
 Reduction = Literal["mean", "sum", "none"]
 REDUCTIONS = ("mean", "sum", "none")
-KERNELS = ("auto", "dense", "fused", "stream", "triton")
 POSITIVE_FORMS = ("out", "in", "pair")
-#: ``kernel="auto"`` streams a block from this many [A, M] entries on (a 1 GiB float32 buffer: N = 8192 in the
-#: SimCLR layout); below, the one-buffer kernel is a few percent faster on CPU (docs/benchmarks.md)
-STREAM_FROM_ELEMENTS = 1 << 28
-#: on the CPU, ``kernel="auto"`` runs a block of anchors against themselves (SimCLR's within one process) on the
-#: symmetric streaming kernel from this many entries on, where it applies: measured faster than the one-buffer kernel
-#: from N = 2048 (a [4096, 4096] block; docs/benchmarks.md)
-SYMMETRIC_STREAM_FROM_ELEMENTS = 1 << 24
-#: on a GPU, ``kernel="auto"`` runs the dense path below this many entries and streams from there; the one-buffer
-#: kernel is 3 to 15 times slower than both there (H100, docs/gpu.md: at N = 16384 in CLIP's layout, dense 30 ms,
-#: streaming 26 ms with a sixth of the memory, fused 110 to 1100 ms; at N = 4096, dense 3.7 ms, streaming 6 ms)
-CUDA_STREAM_FROM_ELEMENTS = 1 << 26
-#: ... and the Triton kernel (bf16x3 products) from there for rows this wide or narrower: on one H200 (2026-11-27,
-#: docs/gpu.md), CLIP layout, D = 128, float32, it took 5.6 ms at N = 8,192 (streaming 8.4, dense 7.9), 13.9 at
-#: 16,384 (23.1, 25.5), 175 at 65,536 (streaming 317), exact to 3e-7; at N = 4,096 dense was faster (3.1 against
-#: 4.4); at D = 512 no exact configuration was measured yet
-CUDA_TRITON_MAX_DIM = 128
 
 
 class ContrastiveLoss(nn.Module):
@@ -65,14 +48,12 @@ class ContrastiveLoss(nn.Module):
             ``"dense"`` (autograd on the matrix; the only one that can be differentiated twice),
             ``"fused"`` (one [A, M] buffer, :mod:`cl_plugins.kernels.fused`; a per-pair map without an explicit
             derivative streams), ``"stream"`` (tiles recomputed in backward, no [A, M] buffer:
-            :mod:`cl_plugins.kernels.streaming`), or ``"auto"`` (default: on the CPU ``"fused"`` below
-            :data:`STREAM_FROM_ELEMENTS` entries, on a GPU ``"dense"`` below :data:`CUDA_STREAM_FROM_ELEMENTS`;
-            ``"stream"`` from there; on the CPU a SimCLR block in one process
-            streams from :data:`SYMMETRIC_STREAM_FROM_ELEMENTS` on, each tile standing for its transpose, when its
-            logits are bounded: :mod:`cl_plugins.kernels.symmetric`), or ``"triton"`` (flash-style kernels that
-            never write a tile of logits, :mod:`cl_plugins.kernels.triton_lse`: CUDA tensors, Triton installed;
-            exact, but measured slower than ``"stream"`` on an H200, so ``"auto"`` does not take it). Every strategy
-            but AMCL (which has its own kernel) runs on all of them.
+            :mod:`cl_plugins.kernels.streaming`), ``"triton"`` (flash-style kernels that never write a tile of
+            logits, :mod:`cl_plugins.kernels.triton_lse`: CUDA tensors, Triton installed), or ``"auto"`` (default:
+            the measured choice of :func:`cl_plugins.kernels.dispatch.auto`: on the CPU ``"fused"``, streaming from
+            2^28 entries, a SimCLR block in one process by halves from 2^24 (:mod:`cl_plugins.kernels.symmetric`);
+            on a GPU ``"dense"`` below 2^26 entries, from there ``"triton"`` for rows of at most 128 features and
+            ``"stream"`` for wider ones). Every strategy runs on all of them.
         strict: refuse a batch in which no anchor has a negative (a batch of one, every label the same) instead
             of returning its defined loss, 0 with zero gradients (``stats["rows_without_negative"]`` counts such
             rows); the decoupled forms and FlatNCE refuse it always (default: False).
@@ -406,23 +387,15 @@ class ContrastiveLoss(nn.Module):
         """Every call passes ``labels=`` (``exclude="same_label"`` or ``positives="label"``)."""
         return self.exclude is not None or self.positives is not None
 
-    def block_kernel(self, block: PairBlock) -> str:
-        """The kernel ``block`` runs on: ``"dense"``, ``"fused"`` or ``"stream"`` (see ``kernel``)."""
+    def block_kernel(self, block: PairBlock) -> KernelChoice:
+        """The kernel ``block`` runs on (:func:`cl_plugins.kernels.dispatch.choose`; see ``kernel``)."""
         per_pair = type(self).logit_map is not ContrastiveLoss.logit_map
-        if self.kernel == "dense" or not (self.scalar_temperature or per_pair):
-            return "dense"
-        if self.kernel in ("stream", "fused", "triton"):
-            return self.kernel
-        return auto_kernel(block)
+        return choose(self.kernel, block.anchors, block.size, lazy=self.scalar_temperature or per_pair)
 
     def block_loss(self, block: PairBlock) -> torch.Tensor:
         """Per-anchor losses [A] of one block."""
         kernel = self.block_kernel(block)
-        # a larger block of anchors against themselves streams by halves (kernels.symmetric) where that applies
-        symmetric = self.kernel == "auto" and kernel == "fused" and block.size >= SYMMETRIC_STREAM_FROM_ELEMENTS
-        if kernel == "triton":
-            triton_lse.refuse_unusable(block.anchors.device)
-        sim = block.cosine() if kernel == "dense" else block.lazy(kernel == "stream", symmetric, kernel == "triton")
+        sim = block.cosine() if kernel.name == "dense" else block.lazy(kernel)
         return self.pairs_loss(sim, Pairs.from_block(block, None if self.positives is None else self.positive_form))
 
     def pairs_loss(self, sim: torch.Tensor | LazyLogits, pairs: Pairs) -> torch.Tensor:
@@ -519,20 +492,6 @@ def _recording_arguments(init: Callable[..., None]) -> Callable[..., None]:
         init(self, *args, **kwargs)
 
     return wrapper
-
-
-def auto_kernel(block: PairBlock) -> str:
-    """``kernel="auto"``'s choice for ``block``, from measurements only (docs/gpu.md, docs/benchmarks.md): on the CPU
-    the one-buffer kernel, streaming from :data:`STREAM_FROM_ELEMENTS` logits; on a GPU the dense path below
-    :data:`CUDA_STREAM_FROM_ELEMENTS`, and from there the Triton kernel for rows of at most
-    :data:`CUDA_TRITON_MAX_DIM` features (the streaming kernel for wider rows, or where Triton cannot run; a map or
-    dtype the Triton kernel does not take streams too)."""
-    if block.anchors.device.type == "cuda":
-        if block.size < CUDA_STREAM_FROM_ELEMENTS:
-            return "dense"
-        narrow = block.anchors.shape[-1] <= CUDA_TRITON_MAX_DIM
-        return "triton" if narrow and triton_lse.usable_on(block.anchors.device) else "stream"
-    return "stream" if block.size >= STREAM_FROM_ELEMENTS else "fused"
 
 
 def _shape(x: object) -> str:

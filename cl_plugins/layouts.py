@@ -30,6 +30,7 @@ import torch
 
 from .distributed import check_agreement, gather_no_grad, gather_with_grad, is_distributed
 from .extension import LazyLogits
+from .kernels.dispatch import KernelChoice
 from .validation import check_embeddings, check_feature_dim, check_integer_labels, check_rows, check_same
 
 
@@ -96,17 +97,14 @@ class PairBlock:
     def _unit(self, x: torch.Tensor) -> torch.Tensor:
         return x if self.normalized else unit_rows(x)
 
-    def lazy(self, stream: bool = False, stream_if_symmetric: bool = False, triton: bool = False) -> LazyLogits:
-        """The cosine matrix as :class:`~cl_plugins.extension.LazyLogits` (the kernels' path); ``stream`` picks
-        the tiled kernel of :mod:`cl_plugins.kernels.streaming`, ``stream_if_symmetric`` that of
-        :mod:`cl_plugins.kernels.symmetric` where it applies, ``triton`` the kernels of
-        :mod:`cl_plugins.kernels.triton_lse`."""
+    def lazy(self, kernel: KernelChoice | None = None) -> LazyLogits:
+        """The cosine matrix as :class:`~cl_plugins.extension.LazyLogits` for ``kernel`` (default: the one-buffer
+        kernel), as :func:`cl_plugins.kernels.dispatch.choose` picked it."""
         with torch.autocast(device_type=self.anchors.device.type, enabled=False):
             a = self._unit(self.anchors)
             c = a if self.candidates_are_anchors else self._unit(self.candidates)
             p = None if self.positives is None else self._unit(self.positives)
-        return LazyLogits(a, c, p, stream=stream, stream_if_symmetric=stream_if_symmetric, triton=triton,
-                          labels=self.labels)  # fmt: skip
+        return LazyLogits(a, c, p, kernel=kernel or KernelChoice("fused"), labels=self.labels)
 
     @property
     def size(self) -> int:

@@ -185,7 +185,7 @@ def test_d_a_small_encoder_learns_the_mixture(case, seed):
 def test_the_anchor_form_is_the_same_on_every_kernel(layout, symmetric):
     """Per-anchor τ rescales the anchors, so the scalar kernels apply: dense, fused and streaming give one loss and
     one gradient (inputs and heads), and ``auto`` streams from the same size as every other strategy."""
-    from cl_plugins import base
+    from cl_plugins.kernels import dispatch
 
     torch.manual_seed(0)
     z1, z2 = torch.randn(9, 6, dtype=torch.float64), torch.randn(9, 6, dtype=torch.float64)
@@ -201,4 +201,4 @@ def test_the_anchor_form_is_the_same_on_every_kernel(layout, symmetric):
         for g, ref in zip(grads, results[0][1]):
             torch.testing.assert_close(g, ref, rtol=1e-10, atol=1e-12)
     block = clp.build_loss("infonce").blocks(z1, z2)[0]
-    assert base.auto_kernel(block) == "fused"
+    assert dispatch.auto(block.anchors, block.size) == "fused"

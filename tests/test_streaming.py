@@ -11,9 +11,8 @@ import pytest
 import torch
 
 import cl_plugins as clp
-from cl_plugins import base
 from cl_plugins.base import ContrastiveLoss
-from cl_plugins.kernels import fused, streaming
+from cl_plugins.kernels import dispatch, fused, streaming
 
 STREAMABLE = [n for n in clp.available_losses()
               if clp.get_loss_class(n).scalar_temperature
@@ -160,23 +159,28 @@ def test_no_saved_tensor_is_as_large_as_the_logit_matrix(monkeypatch: pytest.Mon
 
 def test_kernel_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     block = clp.build_loss("infonce").blocks(torch.randn(8, 4), torch.randn(8, 4))[0]
-    assert clp.build_loss("infonce").block_kernel(block) == "fused"
-    monkeypatch.setattr(base, "STREAM_FROM_ELEMENTS", block.size)
-    assert clp.build_loss("infonce").block_kernel(block) == "stream"
-    assert clp.build_loss("infonce", kernel="fused").block_kernel(block) == "fused"
-    assert clp.build_loss("dystress").block_kernel(block) == "stream"  # above the (patched) threshold
-    monkeypatch.setattr(base, "STREAM_FROM_ELEMENTS", block.size + 1)
-    assert clp.build_loss("dystress").block_kernel(block) == "fused"
-    assert clp.build_loss("temperature_free", kernel="dense").block_kernel(block) == "dense"
-    assert clp.build_loss("amcl", dim=4).block_kernel(block) == "dense"  # AMCL runs its own kernel
+
+    def kernel(name: str, on: object = block, **kwargs: object) -> str:
+        return clp.build_loss(name, **kwargs).block_kernel(on).name
+
+    assert kernel("infonce") == "fused"
+    monkeypatch.setattr(dispatch, "STREAM_FROM_ELEMENTS", block.size)
+    assert kernel("infonce") == "stream"
+    assert kernel("infonce", kernel="fused") == "fused"
+    assert kernel("dystress") == "stream"  # above the (patched) threshold
+    monkeypatch.setattr(dispatch, "STREAM_FROM_ELEMENTS", block.size + 1)
+    assert kernel("dystress") == "fused"
+    assert kernel("temperature_free", kernel="dense") == "dense"
+    assert kernel("amcl", dim=4) == "dense"  # AMCL runs its own kernel
     # on a GPU: dense below CUDA_STREAM_FROM_ELEMENTS (the one-buffer kernel is slow there), streaming from it for
     # rows wider than CUDA_TRITON_MAX_DIM (narrower ones take Triton: tests/test_triton.py)
-    for size, expected in ((base.CUDA_STREAM_FROM_ELEMENTS - 1, "dense"), (base.CUDA_STREAM_FROM_ELEMENTS, "stream")):
-        rows = SimpleNamespace(device=torch.device("cuda", 0), shape=(8, 2 * base.CUDA_TRITON_MAX_DIM))
+    for size, expected in ((dispatch.CUDA_STREAM_FROM_ELEMENTS - 1, "dense"),
+                           (dispatch.CUDA_STREAM_FROM_ELEMENTS, "stream")):  # fmt: skip
+        rows = SimpleNamespace(device=torch.device("cuda", 0), shape=(8, 2 * dispatch.CUDA_TRITON_MAX_DIM))
         on_gpu = SimpleNamespace(size=size, anchors=rows)
-        assert clp.build_loss("macl").block_kernel(on_gpu) == expected
-        assert clp.build_loss("dystress").block_kernel(on_gpu) == expected
-        assert clp.build_loss("macl", kernel="fused").block_kernel(on_gpu) == "fused"  # asked for: given
+        assert kernel("macl", on_gpu) == expected
+        assert kernel("dystress", on_gpu) == expected
+        assert kernel("macl", on_gpu, kernel="fused") == "fused"  # asked for: given
     with pytest.raises(TypeError, match="unexpected argument"):  # fused= was never released: gone
         clp.build_loss("infonce", fused=False)
     with pytest.raises(ValueError, match="kernel"):

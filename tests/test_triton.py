@@ -12,8 +12,7 @@ import pytest
 import torch
 
 import cl_plugins as clp
-from cl_plugins import base
-from cl_plugins.kernels import triton_lse
+from cl_plugins.kernels import dispatch, triton_lse
 
 from .dist_utils import run_distributed, split
 from .test_streaming import LAYOUTS, STREAMABLE, _assert_same, _inputs, _run
@@ -116,13 +115,11 @@ def test_auto_takes_triton_on_a_gpu_where_it_was_measured_faster(monkeypatch: py
     monkeypatch.setattr(triton_lse, "usable_on", lambda device: True)
     cases = {(1 << 20, 128): "dense", (1 << 26, 128): "triton", (1 << 30, 96): "triton", (1 << 30, 129): "stream"}
     for (size, dim), expected in cases.items():
-        gpu = SimpleNamespace(anchors=SimpleNamespace(device=torch.device("cuda"), shape=(8, dim)), size=size)
-        assert base.auto_kernel(gpu) == expected, (size, dim)  # type: ignore[arg-type]
+        gpu = SimpleNamespace(device=torch.device("cuda"), shape=(8, dim))
+        assert dispatch.auto(gpu, size) == expected, (size, dim)  # type: ignore[arg-type]
     monkeypatch.setattr(triton_lse, "usable_on", lambda device: False)
-    gpu = SimpleNamespace(anchors=SimpleNamespace(device=torch.device("cuda"), shape=(8, 128)), size=1 << 30)
-    assert base.auto_kernel(gpu) == "stream"  # type: ignore[arg-type]
-    cpu = SimpleNamespace(anchors=SimpleNamespace(device=torch.device("cpu"), shape=(8, 128)), size=1 << 30)
-    assert base.auto_kernel(cpu) == "stream"  # type: ignore[arg-type]
+    assert dispatch.auto(SimpleNamespace(device=torch.device("cuda"), shape=(8, 128)), 1 << 30) == "stream"  # type: ignore[arg-type]
+    assert dispatch.auto(SimpleNamespace(device=torch.device("cpu"), shape=(8, 128)), 1 << 30) == "stream"  # type: ignore[arg-type]
 
 
 def test_refused_in_one_line_where_it_cannot_run(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -30,7 +30,7 @@ from .compiled import maybe_compiled
 from .tiles import forward_sums, gradient_tile
 
 if TYPE_CHECKING:  # the extension types import these kernels
-    from ..extension import LogitMap
+    from .lazy import LogitMap
 
 NEG_INF = float("-inf")
 #: elements of one tile (R x T, 4 MiB of float32) and columns per tile; rows per block follow. Measured on 2 CPU

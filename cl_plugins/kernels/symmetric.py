@@ -31,7 +31,7 @@ from .streaming import (
 )
 
 if TYPE_CHECKING:  # the extension types import these kernels
-    from ..extension import LogitMap
+    from .lazy import LogitMap
 
 
 def is_symmetric(exclude_cols: torch.Tensor | None, labels: tuple[torch.Tensor, torch.Tensor] | None) -> bool:

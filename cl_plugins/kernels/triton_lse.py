@@ -37,7 +37,7 @@ import torch
 from .streaming import refuse_second_derivative, streaming_negative_lse
 
 if TYPE_CHECKING:
-    from ..extension import LogitMap
+    from .lazy import LogitMap
 
 try:  # optional: pip install "cl-plugins[triton]"
     import triton

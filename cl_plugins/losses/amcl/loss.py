@@ -48,8 +48,9 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from ...base import ContrastiveLoss, auto_kernel
+from ...base import ContrastiveLoss
 from ...extension import LazyLogits, Pairs, softplus
+from ...kernels.dispatch import choose
 from ...layouts import NoNegatives, PairBlock
 from ...registry import register_loss
 from ...validation import check_choice, check_feature_dim, check_pair, check_range, check_temperature
@@ -254,11 +255,10 @@ class AMCLLoss(ContrastiveLoss):
     def _anchor_loss(self, net: AnchorTemperature, block: PairBlock, pairs: Pairs) -> torch.Tensor:
         lazy = block.lazy()
         tau = net(block.anchors).to(lazy.dtype)
-        kernel = auto_kernel(block) if self.kernel == "auto" else self.kernel
-        if kernel != "dense":  # s_ij / tau_i = (a_i / tau_i) . c_j: the scalar kernel with rescaled anchors
+        kernel = choose(self.kernel, block.anchors, block.size)
+        if kernel.name != "dense":  # s_ij / tau_i = (a_i / tau_i) . c_j: the scalar kernel with rescaled anchors
             logits: torch.Tensor | LazyLogits = LazyLogits(lazy.anchors / tau[:, None], lazy.candidates, lazy.positives,
-                                                           stream=kernel == "stream", triton=kernel == "triton",
-                                                           labels=lazy.labels)  # fmt: skip
+                                                           kernel=kernel, labels=lazy.labels)  # fmt: skip
         else:
             logits = block.cosine() / tau[:, None]
         d = pairs.d(logits)

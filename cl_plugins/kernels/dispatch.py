@@ -1,0 +1,74 @@
+"""Which kernel computes a block's negatives' log-sum-exp: one decision per block, made here only.
+
+:func:`choose` reads the thresholds below, the rows' device and width and whether Triton can run; every strategy
+(AMCL's too) and :class:`~cl_plugins.extension.LazyLogits` act on its :class:`KernelChoice`. A kernel that declines
+a block once chosen (Triton for a map it has no form of, or after a failed launch; the symmetric kernel where its
+plan does not apply) hands it on as :meth:`LazyLogits.negative_lse <cl_plugins.extension.LazyLogits.negative_lse>`
+says, with the same values. The thresholds come from measurements: docs/benchmarks.md on the CPU, docs/gpu.md on
+a GPU; ``kernel="auto"`` takes a kernel on a kind of device only where it was measured faster there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from . import triton_lse
+
+#: the values of every strategy's ``kernel=``
+KERNELS = ("auto", "dense", "fused", "stream", "triton")
+#: ``kernel="auto"`` streams a block from this many [A, M] entries on (a 1 GiB float32 buffer: N = 8192 in the
+#: SimCLR layout); below, the one-buffer kernel is a few percent faster on CPU (docs/benchmarks.md)
+STREAM_FROM_ELEMENTS = 1 << 28
+#: on the CPU, ``kernel="auto"`` runs a block of anchors against themselves (SimCLR's within one process) on the
+#: symmetric streaming kernel from this many entries on, where it applies: measured faster than the one-buffer kernel
+#: from N = 2048 (a [4096, 4096] block; docs/benchmarks.md)
+SYMMETRIC_STREAM_FROM_ELEMENTS = 1 << 24
+#: on a GPU, ``kernel="auto"`` runs the dense path below this many entries; the one-buffer kernel is 3 to 15 times
+#: slower than both there (H100, docs/gpu.md: at N = 16384 in CLIP's layout, dense 30 ms, streaming 26 ms with a
+#: sixth of the memory, fused 110 to 1100 ms; at N = 4096, dense 3.7 ms, streaming 6 ms)
+CUDA_STREAM_FROM_ELEMENTS = 1 << 26
+#: ... and the Triton kernel (bf16x3 products) from there for rows this wide or narrower, the streaming kernel for
+#: wider ones: on one H200 (2026-11-27, docs/gpu.md), CLIP layout, D = 128, float32, Triton took 5.6 ms at
+#: N = 8,192 (streaming 8.4, dense 7.9), 13.9 at 16,384 (23.1, 25.5), 175 at 65,536 (streaming 317), exact to 3e-7;
+#: at N = 4,096 dense was faster (3.1 against 4.4); at D = 512 no exact configuration was measured yet
+CUDA_TRITON_MAX_DIM = 128
+
+
+@dataclass(frozen=True)
+class KernelChoice:
+    """A block's kernel: ``name`` is ``"dense"`` (autograd on the [A, M] matrix), ``"fused"`` (one buffer,
+    :mod:`~cl_plugins.kernels.fused`), ``"stream"`` (tiles, :mod:`~cl_plugins.kernels.streaming`) or ``"triton"``
+    (:mod:`~cl_plugins.kernels.triton_lse`); ``symmetric``: a fused block of anchors against themselves streams by
+    halves (:mod:`~cl_plugins.kernels.symmetric`) where that applies."""
+
+    name: str
+    symmetric: bool = False
+
+
+def auto(rows: torch.Tensor, size: int) -> str:
+    """``kernel="auto"``'s kernel for a block of ``size`` logits whose anchors are ``rows``: on the CPU the
+    one-buffer kernel, streaming from :data:`STREAM_FROM_ELEMENTS`; on a GPU the dense path below
+    :data:`CUDA_STREAM_FROM_ELEMENTS`, from there Triton for rows of at most :data:`CUDA_TRITON_MAX_DIM` features
+    where it can run, else streaming."""
+    if rows.device.type == "cuda":
+        if size < CUDA_STREAM_FROM_ELEMENTS:
+            return "dense"
+        narrow = rows.shape[-1] <= CUDA_TRITON_MAX_DIM
+        return "triton" if narrow and triton_lse.usable_on(rows.device) else "stream"
+    return "stream" if size >= STREAM_FROM_ELEMENTS else "fused"
+
+
+def choose(requested: str, rows: torch.Tensor, size: int, lazy: bool = True) -> KernelChoice:
+    """The kernel of a block of ``size`` logits whose anchors are ``rows``, for a strategy built with
+    ``kernel=requested``; ``lazy=False`` where the strategy has no lazy form (neither a scalar temperature nor a
+    per-pair map): the dense path then, whatever was asked. ``"triton"`` where it cannot run is refused in one line."""
+    if requested == "dense" or not lazy:
+        return KernelChoice("dense")
+    if requested == "triton":
+        triton_lse.refuse_unusable(rows.device)
+    if requested != "auto":
+        return KernelChoice(requested)
+    name = auto(rows, size)
+    return KernelChoice(name, symmetric=name == "fused" and size >= SYMMETRIC_STREAM_FROM_ELEMENTS)

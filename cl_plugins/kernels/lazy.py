@@ -1,0 +1,187 @@
+"""The kernels' contract: :class:`LogitMap` (a per-pair strategy's logit as a function of the cosine) and
+:class:`LazyLogits` (a block's logits, computed only inside the kernel that :mod:`cl_plugins.kernels.dispatch`
+chose). Strategy authors reach both through :mod:`cl_plugins.extension`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import torch
+
+from .dispatch import KernelChoice
+from .fused import NegativeLSE
+from .pairs import pair_cosines
+from .streaming import streaming_negative_lse
+from .symmetric import symmetric_negative_lse, symmetric_plan
+from .triton_lse import triton_negative_lse
+
+Pair = tuple[torch.Tensor, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class LogitMap:
+    """An elementwise logit ``phi(x)`` of the cosine ``x``, with its derivative.
+
+    ``with_derivative(x) -> (phi(x), phi'(x))``; without it the kernels differentiate ``value`` with autograd
+    inside each tile (exact, slower) and the one-buffer kernel of :mod:`cl_plugins.kernels.fused` does not apply.
+    ``with_stat(x) -> (phi(x), stat(x))`` (optional): a per-pair quantity whose sum, min and max over the
+    negatives are passed to ``on_stats(sum, min, max)`` after the forward pass. ``full(x) -> (phi(x), phi'(x),
+    stat(x))`` computes all three at once where they share work (default: ``with_derivative`` and ``with_stat``).
+    ``exp_form(x, grad) -> (exp(phi(x)), exp(phi(x)) phi'(x) or None)`` (optional): the exponential (and, with
+    ``grad``, the softmax numerator's derivative factor) in closed form, for a map bounded enough that the
+    kernels may sum ``exp(phi)`` without a running maximum (temperature-free: with r = 1 / (1 - s),
+    ``exp(2 atanh s) = 2 r - 1`` and ``exp(phi) phi' = 2 r^2``: one reciprocal per pair, no transcendental
+    function). ``exp_form`` needs ``bound``.
+    """
+
+    value: Callable[[torch.Tensor], torch.Tensor]
+    with_derivative: Callable[[torch.Tensor], Pair] | None = None
+    with_stat: Callable[[torch.Tensor], Pair] | None = None
+    on_stats: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], None] | None = None
+    full: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor, torch.Tensor]] | None = None
+    exp_form: Callable[[torch.Tensor, bool], tuple[torch.Tensor, torch.Tensor | None]] | None = None
+    #: the largest |phi(x)| over x in [-1, 1] (None: unknown); small enough, the kernels sum exp(phi) without a
+    #: running maximum (:func:`cl_plugins.kernels.streaming.sums_fit`)
+    bound: float | None = None
+    #: ``(form, args)``: the whole-tile form of :mod:`cl_plugins.kernels.tiles`, ``form(x, *args, grad) ->
+    #: (exp(phi), exp(phi) phi' or None, stat or None)``; set when the map is compiled, and then the streaming kernels
+    #: compile each whole tile
+    tile_form: tuple[Callable[..., Any], tuple[Any, ...]] | None = None
+    #: ``(map id, params)`` for ``kernel="triton"`` (:data:`cl_plugins.kernels.triton_lse.MAPS`; None: that kernel
+    #: streams this map instead)
+    triton: tuple[int, tuple[float, ...]] | None = None
+
+    def evaluate(self, x: torch.Tensor, want: str | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(phi(x), the ``want``-ed companion: ``"stat"``, ``"derivative"`` or None)."""
+        if want == "stat" and self.with_stat is not None:
+            return self.with_stat(x)
+        if want == "derivative" and self.with_derivative is not None:
+            return self.with_derivative(x)
+        return self.value(x), None
+
+    def evaluate_all(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """(phi(x), phi'(x), stat(x) or None): what the one-buffer kernel needs (``with_derivative`` required)."""
+        if self.full is not None:
+            return self.full(x)
+        assert self.with_derivative is not None
+        value, derivative = self.with_derivative(x)
+        return value, derivative, None if self.with_stat is None else self.with_stat(x)[1]
+
+
+@dataclass(frozen=True)
+class LazyLogits:
+    """``scale * (anchors @ candidates.T)`` (or ``logit_map`` of the cosines), plus a separate positive column
+    for queues, plus ``bias`` on one column per row; computed only inside the loss kernels.
+
+    ``kernel`` is the block's :class:`~cl_plugins.kernels.dispatch.KernelChoice`: the one-buffer kernel
+    (:mod:`cl_plugins.kernels.fused`), the tiles of :mod:`cl_plugins.kernels.streaming` (also for a logit map without
+    an explicit derivative, which the one-buffer kernel cannot apply), or Triton's (streaming where they decline).
+
+    Shapes:
+        anchors: [A, D] and candidates: [M, D], both L2-normalised; positives: [A, D] or None;
+        bias_cols: [A] or None.
+    """
+
+    anchors: torch.Tensor
+    candidates: torch.Tensor
+    positives: torch.Tensor | None = None
+    scale: float | torch.Tensor = 1.0
+    kernel: KernelChoice = KernelChoice("fused")
+    logit_map: LogitMap | None = None
+    bias_cols: torch.Tensor | None = None
+    bias: float = 0.0
+    #: (anchor labels [A], candidate labels [M]): a candidate sharing its anchor's label is no negative
+    labels: tuple[torch.Tensor, torch.Tensor] | None = None
+    # cosines of the positive pairs, shared by every rescaled copy (computed once per block)
+    _positive_cache: dict[str, torch.Tensor] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.anchors.dtype
+
+    def __truediv__(self, tau: float | torch.Tensor) -> LazyLogits:
+        if self.logit_map is not None:
+            raise TypeError("mapped logits cannot be rescaled: put the temperature into the logit map")
+        return replace(self, scale=self.scale / tau)
+
+    def mapped(self, logit_map: LogitMap) -> LazyLogits:
+        """Logits ``logit_map.value(cosine)`` (per-pair strategies)."""
+        if not (isinstance(self.scale, float) and self.scale == 1.0):
+            raise TypeError("a logit map applies to the cosines themselves, not to rescaled logits")
+        return replace(self, logit_map=logit_map)
+
+    def with_bias(self, cols: torch.Tensor, value: float) -> LazyLogits:
+        """``value`` added to the logit at column ``cols[a]`` of every row a (a hard negative's bias)."""
+        return replace(self, bias_cols=cols, bias=float(value))
+
+    def scaled_anchors(self) -> torch.Tensor:
+        if isinstance(self.scale, float) and self.scale == 1.0:
+            return self.anchors
+        return self.anchors * self.scale
+
+    def positive(self, cols: torch.Tensor) -> torch.Tensor:
+        """Logits of the positive pairs [A]."""
+        cos = self._positive_cache.get("cos")
+        if cos is None:
+            p = self.positives if self.positives is not None else self.candidates.index_select(0, cols)
+            cos = (self.anchors * p).sum(dim=1)
+            if torch.is_grad_enabled():  # a no-grad result must not stand in for the graph later
+                self._positive_cache["cos"] = cos
+        return self._logits_of(cos)
+
+    def pair_logits(self, rows: torch.Tensor, cand: torch.Tensor) -> torch.Tensor:
+        """Logits of the listed (anchor ``rows``, candidate ``cand``) pairs [P] (``cand`` indexes the candidates,
+        not the columns: a queue's separate positive column is not among them); a block has one such list, whose
+        cosines are computed once."""
+        cos = self._positive_cache.get("pairs")
+        if cos is None:
+            cos = pair_cosines(self.anchors, self.candidates, rows, cand)
+            if torch.is_grad_enabled():
+                self._positive_cache["pairs"] = cos
+        return self._logits_of(cos)
+
+    def _logits_of(self, cos: torch.Tensor) -> torch.Tensor:
+        if self.logit_map is not None:
+            return self.logit_map.value(cos)
+        if isinstance(self.scale, float) and self.scale == 1.0:
+            return cos
+        return cos * self.scale
+
+    def negative_lse(self, exclude_cols: torch.Tensor | None, ratios: tuple[float, ...] = ()) -> list[torch.Tensor]:
+        """LSE over negatives [A] at this scale, then (no grad) at ``scale * r`` for each r."""
+        # with separate positives (queue) every candidate is a negative
+        exclude = None if self.positives is not None else exclude_cols
+        fusable = self.logit_map is None or self.logit_map.with_derivative is not None
+        kernel = self.kernel.name
+        if kernel == "triton":  # None where it declines this map or dtype, or after a failed launch: streamed
+            out = triton_negative_lse(self.scaled_anchors(), self.candidates, exclude, ratios=tuple(ratios),
+                                      logit_map=self.logit_map, bias_cols=self.bias_cols, bias=self.bias,
+                                      labels=self.labels)  # fmt: skip
+            if out is not None:
+                return out
+        options = {"ratios": tuple(ratios), "logit_map": self.logit_map, "labels": self.labels, "bound": self.bound()}
+        if kernel == "stream" or self.kernel.symmetric or not fusable:  # by halves where that applies
+            own = self.positives is None and self.anchors is self.candidates and self.bias_cols is None
+            plan = symmetric_plan(self.candidates, exclude, **options) if own else None
+            if plan is not None:
+                return symmetric_negative_lse(self.candidates, self.scale, plan)
+        if kernel in ("stream", "triton") or not fusable:
+            anchors = self.scaled_anchors()
+            return streaming_negative_lse(anchors, self.candidates, exclude, bias_cols=self.bias_cols, bias=self.bias,
+                                          **options)  # fmt: skip
+        return list(NegativeLSE.apply(self.scaled_anchors(), self.candidates, exclude, tuple(ratios), self.logit_map,
+                                      self.bias_cols, self.bias, self.labels, options["bound"]))  # fmt: skip
+
+    def bound(self) -> float | None:
+        """The largest |logit| before a bias: the map's (of unit cosines), else |scale| times the largest anchor and
+        candidate norms (1 for unit rows; AMCL's anchors come divided by their own temperatures)."""
+        if self.logit_map is not None:
+            return self.logit_map.bound
+        with torch.no_grad():
+            norms = [x.detach().norm(dim=1).amax() for x in (self.anchors, self.candidates) if x.shape[0]]
+            if len(norms) < 2:  # an empty side: nothing to sum, the kernels' own checks speak
+                return None
+            scale = self.scale.detach().abs().max() if isinstance(self.scale, torch.Tensor) else abs(self.scale)
+            return float(scale * torch.stack(norms).prod())
