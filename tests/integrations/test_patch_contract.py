@@ -15,6 +15,7 @@ import cl_plugins as clp
 pytest.importorskip("torch_geometric")
 pytest.importorskip("transformers")
 
+from cl_plugins.integrations.common.hosts import hosts  # noqa: E402
 from cl_plugins.integrations.dcrec.patch import patch_dcrec  # noqa: E402
 from cl_plugins.integrations.graph.patch import patch_grace, patch_graphcl_transfer, patch_graphcl_tu, patch_pygcl  # noqa: E402
 from cl_plugins.integrations.mabel.patch import patch_mabel  # noqa: E402
@@ -86,6 +87,11 @@ def _pygcl():
 
 TARGETS = {"simcse": _simcse, "mabel": _mabel, "graphcl_tu": _graphcl_tu, "graphcl_transfer": _graphcl_transfer,
            "grace": _grace, "dcrec": _dcrec, "msc": _msc, "pygcl": _pygcl}  # fmt: skip
+
+
+def test_every_registered_patch_target_has_a_case():
+    """The hosts declare their patch targets (``host.py``); a target added there fails here until it has a case."""
+    assert set(TARGETS) == {target for host in hosts().values() for target in host.patches or {}}
 
 
 def _cases():
