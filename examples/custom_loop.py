@@ -32,12 +32,9 @@ class SimCLR(nn.Module):
 
     def __init__(self, loss_fn: nn.Module, width: int = 32, dim: int = 64) -> None:
         super().__init__()
-
-        def conv(i: int, o: int) -> nn.Sequential:
-            return nn.Sequential(nn.Conv2d(i, o, 3, padding=1), nn.BatchNorm2d(o), nn.ReLU(), nn.MaxPool2d(2))
-
-        self.backbone = nn.Sequential(conv(3, width), conv(width, 2 * width), conv(2 * width, 4 * width),
-                                      nn.AdaptiveAvgPool2d(1), nn.Flatten())  # fmt: skip
+        blocks = ((3, width), (width, 2 * width), (2 * width, 4 * width))  # each conv block halves the image
+        self.backbone = nn.Sequential(*(nn.Sequential(nn.Conv2d(i, o, 3, padding=1), nn.BatchNorm2d(o), nn.ReLU(),
+                                        nn.MaxPool2d(2)) for i, o in blocks), nn.AdaptiveAvgPool2d(1), nn.Flatten())
         self.head = nn.Sequential(nn.Linear(4 * width, 4 * width), nn.ReLU(), nn.Linear(4 * width, dim))
         self.loss_fn = loss_fn
 
@@ -93,11 +90,8 @@ def main() -> None:
         test_images, test_labels = load_cifar10("test")
         test = stratified_subset(test_labels, 100)
         with torch.inference_mode():
-
-            def embed(x: torch.Tensor) -> torch.Tensor:
-                return nn.functional.normalize(inner.backbone(view(x.to(accelerator.device))), dim=1)
-
-            bank, queries = embed(images[keep]), embed(test_images[test])
+            bank, queries = (nn.functional.normalize(inner.backbone(view(x.to(accelerator.device))), dim=1)
+                             for x in (images[keep], test_images[test]))  # fmt: skip
         top1 = knn_accuracy(queries, test_labels[test], bank, labels[keep], num_classes=10)["top1"]
         print(f"{args.loss}: kNN top-1 {100 * top1:.2f} % on 1,000 test images")
 
