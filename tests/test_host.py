@@ -118,3 +118,12 @@ def test_the_labels_snippet_of_the_docs_runs():
              "k": torch.randn(8, 128), "y": torch.arange(8) % 4}  # fmt: skip
     exec(compile(snippet, "docs/strategies.md", "exec"), scope)
     assert torch.isfinite(scope["loss"]) and scope["queue"].get_labels()[:8].tolist() == [0, 1, 2, 3] * 2
+
+
+def test_the_bundled_names_read_without_torch_are_the_registrys():
+    """``cl_plugins.strategy_names`` reads the ``@register_loss`` names from the files (for ``--help`` before torch
+    loads); it must name exactly the strategies that ship, as the registry has them."""
+    from cl_plugins.strategy_names import bundled_strategy_names
+
+    shipped = [n for n in clp.available_losses() if clp.get_loss_class(n).__module__.startswith("cl_plugins.losses")]
+    assert list(bundled_strategy_names()) == shipped

@@ -157,6 +157,13 @@ def config_from_args(config_cls: type[T], args: argparse.Namespace) -> T:
     return config_cls(**values)
 
 
+def dataclass_parser(config_cls: type, description: str | None,
+                     defaults: dict[str, Any] | None = None) -> argparse.ArgumentParser:  # fmt: skip
+    """A command line of one flag per field of ``config_cls`` (``defaults`` override the fields'), described by
+    ``description``: what :func:`parse_config` parses and what a command's light ``--help`` shows."""
+    return add_dataclass_arguments(new_parser(description), config_cls, defaults)
+
+
 def module_doc(module: str) -> str | None:
     """A module's docstring (as its ``__doc__``), read from its file without importing it or what it imports."""
     spec = importlib.util.find_spec(module)
@@ -172,14 +179,11 @@ def command_line(line: str, module: str) -> argparse.ArgumentParser:
     where, _, name = line.partition(":")
     built = getattr(importlib.import_module(where), name)
     description = module_doc(module)
-    if isinstance(built, type):
-        return add_dataclass_arguments(new_parser(description), built)
-    return built(description)
+    return dataclass_parser(built, description) if isinstance(built, type) else built(description)
 
 
 def parse_config(
     config_cls: type[T], description: str | None, argv: list[str] | None = None, defaults: dict[str, Any] | None = None
 ) -> T:
     """Parse ``argv`` into ``config_cls``: one flag per field, the module docstring as ``--help``'s text."""
-    parser = add_dataclass_arguments(new_parser(description), config_cls, defaults)
-    return config_from_args(config_cls, parser.parse_args(argv))
+    return config_from_args(config_cls, dataclass_parser(config_cls, description, defaults).parse_args(argv))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field, fields
 
-from cl_plugins.integrations.common.cli import add_dataclass_arguments, new_parser
+from cl_plugins.integrations.common.cli import dataclass_parser, new_parser
 from cl_plugins.integrations.common.run_config import output_dir_field
 from cl_plugins.integrations.simcse.configs import TrainConfig
 
@@ -48,7 +48,7 @@ DEFAULTS = dict(PAPER, max_seq_length=64, eval_steps=125)
 def train_parser(description: str | None) -> argparse.ArgumentParser:
     """``mabel-train``'s command line: one flag per field of :class:`MabelConfig`, at :data:`DEFAULTS`."""
     defaults = {f.name: DEFAULTS[f.name] for f in fields(MabelConfig) if f.name in DEFAULTS}
-    return add_dataclass_arguments(new_parser(description), MabelConfig, defaults)
+    return dataclass_parser(MabelConfig, description, defaults)
 
 
 def evaluate_parser(description: str | None) -> argparse.ArgumentParser:

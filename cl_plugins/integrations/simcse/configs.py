@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cl_plugins.integrations.common.cli import add_dataclass_arguments, host_head_field, new_parser
+from cl_plugins.integrations.common.cli import dataclass_parser, host_head_field, new_parser
 from cl_plugins.integrations.common.run_config import RunConfig, output_dir_field
 
 #: SimCSE's poolers (``simcse/models.py``)
@@ -45,7 +45,7 @@ class TrainConfig(RunConfig):
 
 def train_parser(description: str | None, defaults: dict[str, Any] | None = None) -> argparse.ArgumentParser:
     """``simcse-train``'s command line: one flag per field of :class:`TrainConfig` (``defaults`` override)."""
-    return add_dataclass_arguments(new_parser(description), TrainConfig, defaults)
+    return dataclass_parser(TrainConfig, description, defaults)
 
 
 def evaluate_parser(description: str | None) -> argparse.ArgumentParser:
