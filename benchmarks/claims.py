@@ -744,7 +744,7 @@ def simcse_note() -> str:
 
 
 def main() -> None:
-    from cl_plugins.integrations.common.atomic import write_text
+    from cl_plugins.integrations.runs.atomic import write_text
 
     runs = load_runs()
     table, grid = claims_table(runs), matrix(runs, load_step_cost())

@@ -7,7 +7,7 @@ finishes, so a run spread over days resumes where it stopped (``--reuse``: rows 
 Experiments:
 
 * ``grace-pygcl``: GRACE with PyGCL's ``examples/GRACE.py`` recipe, the temperature-free paper's Table 3
-  protocol (``cl_plugins.integrations.graph.grace --recipe pygcl``): ``infonce`` at τ 0.1 / 0.25 / 0.5 / 1 and
+  protocol (``cl_plugins.integrations.hosts.graph.grace --recipe pygcl``): ``infonce`` at τ 0.1 / 0.25 / 0.5 / 1 and
   ``temperature_free``, one training run and one PyGCL split per seed; F1-micro / F1-macro.
 * ``graphcl-tu``: GraphCL unsupervised TU (GIN 3×32, 20 epochs, batch 128, lr 0.01, ``random4``, decoupled),
   10-fold SVM accuracy: ``infonce`` at τ 0.2, ``macl`` at MACL's GraphCL setting (τ0 0.2, α 0.5, A0 0) and
@@ -69,8 +69,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.results_store import machine  # noqa: E402
-from cl_plugins.integrations.common import atomic  # noqa: E402
-from cl_plugins.integrations.common.run_guard import MANIFEST  # noqa: E402
+from cl_plugins.integrations.runs import atomic  # noqa: E402
+from cl_plugins.integrations.runs.guard import MANIFEST  # noqa: E402
 
 #: the CPU-sized vision setting (stated in the claims table)
 VISION = dict(subset_per_class=500, width=16, epochs=100, batch_size=128, lr=0.06, eval_every=0, linear_epochs=100)
@@ -112,7 +112,7 @@ DATASETS = {"grace-pygcl": ["CiteSeer", "Cora"], "graphcl-tu": ["MUTAG", "PROTEI
 def grace_pygcl(
     dataset: str, strategy: str, params: dict[str, Any], seed: int, workdir: Path, resume: bool = False
 ) -> dict[str, Any]:  # not in RESUMABLE: a killed run starts over (``overwrite``)
-    from cl_plugins.integrations.graph import grace
+    from cl_plugins.integrations.hosts.graph import grace
 
     params = dict(params)
     tau = params.pop("tau", -1.0)
@@ -127,7 +127,7 @@ def grace_pygcl(
 def graphcl_tu(
     dataset: str, strategy: str, params: dict[str, Any], seed: int, workdir: Path, resume: bool = False
 ) -> dict[str, Any]:  # not in RESUMABLE: a killed run starts over (``overwrite``)
-    from cl_plugins.integrations.graph import graphcl_tu as tu
+    from cl_plugins.integrations.hosts.graph import graphcl_tu as tu
 
     cfg = tu.TUConfig(dataset=dataset, loss=strategy, loss_args=params, seeds=[seed], output_dir=str(workdir),
                       log_with="none", overwrite=True, progress=False)  # fmt: skip
@@ -138,7 +138,7 @@ def graphcl_tu(
 def dcrec_ml100k(
     dataset: str, strategy: str, params: dict[str, Any], seed: int, workdir: Path, resume: bool = False
 ) -> dict[str, Any]:
-    from cl_plugins.integrations.dcrec import train as dcrec
+    from cl_plugins.integrations.hosts.dcrec import train as dcrec
 
     cfg = dcrec.DCRecConfig(dataset=dataset, loss=strategy, loss_args=params, seeds=[seed], output_dir=str(workdir),
                             log_with="none", progress=False, resume=resume)  # fmt: skip
@@ -169,7 +169,7 @@ def vision_gpu(
 
 def vision_run(dataset: str, strategy: str, params: dict[str, Any], seed: int, workdir: Path, resume: bool,
                setting: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
-    from cl_plugins.integrations.vision import train as vision
+    from cl_plugins.integrations.hosts.vision import train as vision
 
     cfg = vision.VisionConfig(dataset=dataset, loss=strategy, loss_args=params, seed=seed, output_dir=str(workdir),
                               log_with="none", progress=False, checkpoint_every=10, resume=resume,

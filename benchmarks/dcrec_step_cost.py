@@ -62,7 +62,7 @@ def measure(dataset: str, settings: list[tuple[str, dict[str, Any]]], steps: int
             warmup: int = 2) -> dict[str, list[float]]:  # fmt: skip
     """{strategy: seconds per step, one value per round}, the strategies timed in turns with a rotating order."""
     import cl_plugins as clp
-    from cl_plugins.integrations.dcrec import train as dcrec
+    from cl_plugins.integrations.hosts.dcrec import train as dcrec
 
     base = dcrec.DCRecConfig(dataset=dataset).resolved()
     splits = dcrec.prepare_splits(base)
@@ -109,7 +109,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from cl_plugins.integrations.common.atomic import write_json
+    from cl_plugins.integrations.runs.atomic import write_json
 
     args = parse_args(argv)
     if args.threads:

@@ -4,7 +4,7 @@
     python benchmarks/dcrec_strategies.py --datasets beauty --epochs 300 --eval_every 1 --label "GPU, DCRec's recipe"
 
 Each strategy replaces DCRec's ``CLLayer.vanilla_loss`` in both CL terms (τ = DCRec's ``cl_temp``
-as the host temperature, :mod:`cl_plugins.integrations.common.host_loss`); everything else is
+as the host temperature, :mod:`cl_plugins.host`); everything else is
 ``run_DCRec.py``'s per-data-set preset. Selection is on the validation rows (one per user), the
 test rows are evaluated once with the selected weights, full ranking and ``pop100``.
 Results accumulate in ``--json`` (a re-run replaces its rows); ``--output`` is rewritten from it.
@@ -74,7 +74,7 @@ def render(results: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from cl_plugins.integrations.dcrec.train import DCRecConfig, run
+    from cl_plugins.integrations.hosts.dcrec.train import DCRecConfig, run
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--datasets", nargs="+", default=list(EPOCHS), help="ml-100k, beauty, ...")
@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> None:
                 "seconds_per_epoch": res["train_seconds"] / max(1, res["epochs_run"]),
                 "wall_seconds": time.time() - t0,
             }
-            from cl_plugins.integrations.dcrec.train import prepare_splits
+            from cl_plugins.integrations.hosts.dcrec.train import prepare_splits
 
             row["test_rows"] = min(len(prepare_splits(DCRecConfig(**c)).test), c["max_eval_rows"] or 10**12)
             results_store.merge(

@@ -139,7 +139,7 @@ def device_tests(device: str, quick: bool, budget_s: float, report: Report, env:
     import xml.etree.ElementTree as ET
 
     for name, targets in (("device tests", ["tests/test_device.py"]),
-                          ("framework adapters", ["tests/integrations/test_framework_recipes.py",
+                          ("framework adapters", ["tests/integrations/frameworks/test_framework_recipes.py",
                                                   *[f"tests/integrations/test_{m}.py::test_{t}" for m, t in PARITY]])):
         if quick and name == "framework adapters":
             continue

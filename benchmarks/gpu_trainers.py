@@ -41,7 +41,7 @@ def child_env(data: Path, cache: Path, site: str | None, device: str = "cuda") -
 def prepare_inputs(work: Path, data: Path) -> dict[str, Path]:
     """Tiny random BERTs (an encoder, a masked LM) and the text trainers' training files, sliced from the pack."""
     sys.path.insert(0, str(ROOT))
-    from tests.integrations.tiny_bert import make_tiny_bert
+    from cl_plugins.integrations.modalities.text.tiny import make_tiny_bert
 
     work.mkdir(parents=True, exist_ok=True)
     wiki = (data / "sentence/simcse/wiki1m_for_simcse.head.txt").read_text().splitlines()[:2048]
@@ -55,40 +55,49 @@ def prepare_inputs(work: Path, data: Path) -> dict[str, Path]:
             "wiki": work / "wiki.txt", "pairs": work / "pairs.csv"}  # fmt: skip
 
 
+def ex(name: str) -> list[str]:
+    """The command line of ``examples/<name>``."""
+    return [sys.executable, str(ROOT / "examples" / name)]
+
+
+def host(module: str) -> list[str]:
+    """The command line of a host's module, ``python -m cl_plugins.integrations.hosts.<module>``."""
+    return [sys.executable, "-m", f"cl_plugins.integrations.hosts.{module}"]
+
+
 def commands(work: Path, inputs: dict[str, Path], quick: bool) -> dict[str, list[list[str]]]:
     """trainer -> the commands it runs, in order (MSC trains on the vision run's backbone)."""
-    py, ex = [sys.executable, "-m"], lambda name: [sys.executable, str(ROOT / "examples" / name)]
     tu = [*ex("graphcl_tu.py"), "--dataset", "MUTAG", "--seeds", "0", "--epochs", "3", "--batch_size", "64",
           "--hidden", "8", "--eval_folds", "3", "--no-svm_search", "--loss", "macl", *COMMON]  # fmt: skip
     runs = {
         "graphcl_tu": [[*tu, "--output_dir", str(work / "graphcl_tu")]],
         # two epochs: the CPU suite resumes it to three from the checkpoint saved on the GPU
         "graphcl_tu_short": [[*tu, "--epochs", "2", "--output_dir", str(work / "graphcl_tu_short")]],
-        "grace": [[*py, "cl_plugins.integrations.graph.grace", "--dataset", "Cora", "--epochs", "20", "--eval_seeds",
+        "grace": [[*host("graph.grace"), "--dataset", "Cora", "--epochs", "20", "--eval_seeds",
                    "1", "--split", "public", "--loss", "macl", *COMMON, "--output_dir", str(work / "grace")]],
     }  # fmt: skip
     if quick:
         return runs
     vision = ["--width", "4", "--proj_hidden", "16", "--proj_dim", "8", "--image_size", "16", "--linear_epochs", "1"]
     runs |= {
-        "simcse": [[*py, "cl_plugins.integrations.simcse.main_job", "--model", str(inputs["bert"]), "--train_file",
+        "simcse": [[*host("simcse.train_then_evaluate"), "--model", str(inputs["bert"]), "--train_file",
                     str(inputs["wiki"]), "--max_steps", "30", "--eval_steps", "15", "--batch_size", "64", "--tasks",
                     "STSBenchmark", "--mixed_precision", "bf16", "--output_dir", str(work / "simcse")]],
-        "mabel": [[*py, "cl_plugins.integrations.mabel.train", "--model", str(inputs["mlm"]), "--train_file",
+        "mabel": [[*host("mabel.train"), "--model", str(inputs["mlm"]), "--train_file",
                    str(inputs["pairs"]),
                    "--batch_size", "32", "--max_steps", "10", "--eval_steps", "0", "--loss", "macl",
                    "--bias_eval_limit", "6", "--seat_samples", "200", *COMMON, "--output_dir", str(work / "mabel")]],
-        "graphcl_transfer": [[*py, "cl_plugins.integrations.graph.graphcl_transfer", "--pretrain_molecules", "256",
+        "graphcl_transfer": [[*host("graph.graphcl_transfer"), "--pretrain_molecules", "256",
                               "--pretrain_epochs", "2", "--pretrain_batch_size", "64", "--num_layers", "2",
                               "--emb_dim", "32", "--datasets", "bace", "--runseeds", "0", "--finetune_epochs", "1",
                               "--loss", "dual_temperature", *COMMON, "--output_dir", str(work / "graphcl_transfer")]],
-        "dcrec": [[*py, "cl_plugins.integrations.dcrec.train", "--dataset", "beauty", "--epochs", "2",
+        "dcrec": [[*host("dcrec.train"), "--dataset", "beauty", "--epochs", "2",
                    "--max_train_rows",
                    "2048",
                    "--max_eval_rows", "256", "--batch_size", "256", "--loss", "temperature_free", *COMMON,
                    "--output_dir", str(work / "dcrec")]],
         "vision+msc": [
-            [*py, "cl_plugins.integrations.vision.train", "--subset_per_class", "50", *vision, "--batch_size", "128",
+            [*host("vision.train"), "--subset_per_class", "50", *vision, "--batch_size", "128",
              "--epochs", "2", "--eval_bank_per_class", "20", "--eval_test_per_class", "10", "--loss", "macl", *COMMON,
              "--output_dir", str(work / "vision")],
             [*ex("msc_anomaly.py"), "--backbone_path", str(work / "vision" / "backbone"), "--normal_classes", "3",

@@ -4,7 +4,7 @@
     python benchmarks/graph_strategies.py --parts grace --strategies infonce temperature_free
     python benchmarks/graph_strategies.py --tu_seeds 0 1 2 3 4 --tu_datasets NCI1   # one part, longer
 
-Parts (each strategy at the host's settings; see ``cl_plugins/integrations/common/host_loss.py`` for how the
+Parts (each strategy at the host's settings; see ``cl_plugins/host.py`` for how the
 host temperature becomes each strategy's parameter):
 
 * ``tu``: GraphCL unsupervised TU (GIN 3x32, 20 epochs, batch 128, lr 0.01, ``random4`` ratio 0.2,
@@ -51,7 +51,7 @@ PAPER_MOL = "MACL paper (10 seeds, 100-epoch fine-tuning after full GraphCL pre-
 
 
 def part_tu(args: argparse.Namespace, out: Path) -> list[dict[str, Any]]:
-    from cl_plugins.integrations.graph import graphcl_tu
+    from cl_plugins.integrations.hosts.graph import graphcl_tu
 
     rows = []
     for dataset in args.tu_datasets:
@@ -84,7 +84,7 @@ def part_tu(args: argparse.Namespace, out: Path) -> list[dict[str, Any]]:
 
 
 def part_grace(args: argparse.Namespace, out: Path) -> list[dict[str, Any]]:
-    from cl_plugins.integrations.graph import grace
+    from cl_plugins.integrations.hosts.graph import grace
 
     rows = []
     for dataset in args.grace_datasets:
@@ -121,7 +121,7 @@ def part_grace(args: argparse.Namespace, out: Path) -> list[dict[str, Any]]:
 
 
 def part_molecule(args: argparse.Namespace, out: Path) -> list[dict[str, Any]]:
-    from cl_plugins.integrations.graph import graphcl_transfer
+    from cl_plugins.integrations.hosts.graph import graphcl_transfer
 
     rows = []
     for strategy in [*args.strategies, "none"]:
@@ -160,7 +160,7 @@ def part_molecule(args: argparse.Namespace, out: Path) -> list[dict[str, Any]]:
 
 
 def _ms(values: list[float]) -> str:
-    from cl_plugins.integrations.common.results import fmt_mean_std
+    from cl_plugins.integrations.runs.results import fmt_mean_std
 
     return fmt_mean_std(values)
 

@@ -63,8 +63,8 @@ def render(results: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from cl_plugins.integrations.mabel.evaluate import evaluate_bias, summary_row
-    from cl_plugins.integrations.mabel.train import MabelConfig, offline_mlm, run
+    from cl_plugins.integrations.hosts.mabel.evaluate import evaluate_bias, summary_row
+    from cl_plugins.integrations.hosts.mabel.train import MabelConfig, offline_mlm, run
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--strategies", nargs="+", default=STRATEGIES)

@@ -50,8 +50,8 @@ def one(name: str, batch: int, mini_batch: int) -> dict[str, float]:
     import torch
     from sentence_transformers import SentenceTransformer
 
-    from cl_plugins.integrations.common.paths import data_path
-    from cl_plugins.integrations.simcse.model import offline_encoder_dir
+    from cl_plugins.integrations.data.paths import data_path
+    from cl_plugins.integrations.modalities.text.encoder import offline_encoder_dir
 
     torch.manual_seed(0)
     model = SentenceTransformer(str(offline_encoder_dir()), device="cpu")
@@ -117,7 +117,7 @@ def main() -> None:
         return
     import torch
 
-    from cl_plugins.integrations.common import atomic
+    from cl_plugins.integrations.runs import atomic
 
     machine = f"{torch.get_num_threads()} threads, torch {torch.__version__}"
     rows = json.loads(args.json.read_text()) if args.reuse and args.json.exists() else []

@@ -37,9 +37,9 @@ def one(spec: dict) -> dict:
     start = time.perf_counter()
     import torch
 
-    from cl_plugins.integrations.senteval import classifier, engine
-    from cl_plugins.integrations.simcse.evaluate import load_encoder
-    from cl_plugins.integrations.simcse.model import offline_encoder_dir
+    from cl_plugins.integrations.evaluation.senteval import classifier, engine
+    from cl_plugins.integrations.modalities.text.encoder import offline_encoder_dir
+    from cl_plugins.integrations.modalities.text.sentence_encoder import load_encoder
 
     if spec["unstacked"]:
         stacked = classifier.fit_problems

@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from benchmarks.results_store import machine  # noqa: E402
-from cl_plugins.integrations.common import atomic  # noqa: E402
+from cl_plugins.integrations.runs import atomic  # noqa: E402
 
 #: Spearman points the trained model must gain over the bag of its embeddings to count as having learned
 MARGIN = 2.0
@@ -70,7 +70,7 @@ def bag_of_embeddings_dev(source: Path) -> float:
     """STS-B dev Spearman of the mean input token embedding (special tokens included, padding not)."""
     from transformers import AutoModel, AutoTokenizer
 
-    from cl_plugins.integrations.senteval.sts import eval_relatedness
+    from cl_plugins.integrations.evaluation.senteval.sts import eval_relatedness
 
     tokenizer, table = AutoTokenizer.from_pretrained(str(source)), AutoModel.from_pretrained(str(source)).embeddings
 
@@ -85,8 +85,8 @@ def bag_of_embeddings_dev(source: Path) -> float:
 
 
 def encoder_dev(path: Path) -> float:
-    from cl_plugins.integrations.senteval.sts import eval_relatedness
-    from cl_plugins.integrations.simcse.evaluate import load_encoder
+    from cl_plugins.integrations.evaluation.senteval.sts import eval_relatedness
+    from cl_plugins.integrations.modalities.text.sentence_encoder import load_encoder
 
     return eval_relatedness(load_encoder(path, pooler="avg"), "STSBenchmark", ("dev",))["dev"]
 
@@ -100,9 +100,10 @@ def verdict(levels: dict[str, float], best: float) -> str:
 
 
 def main() -> None:
-    from cl_plugins.integrations.simcse.main_job import wiki_file
-    from cl_plugins.integrations.simcse.model import offline_encoder_dir
-    from cl_plugins.integrations.simcse.train import TrainConfig, train
+    from cl_plugins.integrations.hosts.simcse.train_then_evaluate import wiki_file
+    from cl_plugins.integrations.modalities.text.config import TrainConfig
+    from cl_plugins.integrations.modalities.text.encoder import offline_encoder_dir
+    from cl_plugins.integrations.modalities.text.trainer import train
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=800, help="optimizer steps (default: 800, ~20 min here)")

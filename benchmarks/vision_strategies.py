@@ -12,7 +12,7 @@ Parts:
   images per class for ``--epochs`` epochs (batch 128, SGD lr 0.06, cosine, SimCLR augmentation at
   32 × 32); kNN (k 200, t 0.1) with the whole training split as the bank and linear probing, on the
   whole test split. The vision settings of each strategy are in
-  ``cl_plugins/integrations/vision/frameworks.py`` (MACL τ0 0.1 α 0.5 A0 0, DySTreSS 0.07–0.2, dual τα 0.1
+  ``cl_plugins/integrations/hosts/vision/ssl_methods.py`` (MACL τ0 0.1 α 0.5 A0 0, DySTreSS 0.07–0.2, dual τα 0.1
   τβ 1.0, InfoNCE τ 0.1).
 * ``msc``: MSC on one-class CIFAR-10 with the default backbone (the ``ssl`` part's ``infonce``
   SimCLR backbone of seed 0: CIFAR-10 training images, no labels), each strategy in place of
@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import results_store  # noqa: E402
 
 import cl_plugins as clp  # noqa: E402
-from cl_plugins.integrations.vision.frameworks import LAYOUT  # noqa: E402
+from cl_plugins.integrations.hosts.vision.ssl_methods import LAYOUT  # noqa: E402
 
 STRATEGIES = ["infonce", "macl", "dystress", "dual_temperature", "temperature_free", "amcl"]
 PAPERS = [
@@ -57,13 +57,13 @@ PAPER_MSC = (
 
 
 def _mean_std(values: list[float]) -> str:
-    from cl_plugins.integrations.common.results import fmt_mean_std
+    from cl_plugins.integrations.runs.results import fmt_mean_std
 
     return fmt_mean_std(values) if len(values) > 1 else f"{values[0]:.2f}"
 
 
 def part_ssl(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
-    from cl_plugins.integrations.vision.train import VisionConfig, run
+    from cl_plugins.integrations.hosts.vision.train import VisionConfig, run
 
     for framework in args.frameworks:
         for strategy in args.strategies:
@@ -119,7 +119,7 @@ def part_ssl(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
 
 
 def part_msc(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
-    from cl_plugins.integrations.msc.anomaly import MSCConfig, run
+    from cl_plugins.integrations.hosts.msc.anomaly import MSCConfig, run
 
     backbone = args.msc_backbone or (
         args.workdir / "ssl" / "cifar10" / "simclr" / "infonce" / f"seed{args.seeds[0]}" / "backbone"

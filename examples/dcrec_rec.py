@@ -3,10 +3,11 @@
     accelerate launch examples/dcrec_rec.py --dataset beauty --loss temperature_free
     python examples/dcrec_rec.py --dataset ml-100k --loss macl --seeds 2020 0 1
     python examples/dcrec_rec.py --dataset beauty --selection test   # DCRec's test-set selection, labelled
-    python -m cl_plugins.integrations.dcrec.evaluate outputs/dcrec/seed_2020     # re-evaluate a saved run
+    cl-plugins dcrec-eval outputs/dcrec/seed_2020     # re-evaluate a saved run
 
-Every flag is documented by ``--help``; the model is described in :mod:`cl_plugins.integrations.dcrec.model`,
-the protocols in :mod:`cl_plugins.integrations.dcrec.splits` and :mod:`cl_plugins.integrations.dcrec.evaluate`. Data
+Every flag is documented by ``--help``; the model is described in :mod:`cl_plugins.integrations.hosts.dcrec.model`,
+the protocols in :mod:`cl_plugins.integrations.hosts.dcrec.splits` and
+:mod:`cl_plugins.integrations.hosts.dcrec.evaluate`. Data
 comes from ``$CL_PLUGINS_DATA`` (``recsys/dcrec/dataset/<name>/``, ``recsys/movielens/ml-100k/``).
 """
 
@@ -17,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cl_plugins.integrations.dcrec.train import main  # noqa: E402
+from cl_plugins.integrations.hosts.dcrec.train import main  # noqa: E402
 
 if __name__ == "__main__":
     main()

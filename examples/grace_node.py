@@ -4,7 +4,7 @@
     python examples/grace_node.py --dataset Cora --loss dystress --seeds 0 1 2 --split random
 
 Every flag is documented by ``--help``; the settings, the protocol and the outputs
-(checkpoints, embeddings, ``results.json``) are described in :mod:`cl_plugins.integrations.graph.grace`.
+(checkpoints, embeddings, ``results.json``) are described in :mod:`cl_plugins.integrations.hosts.graph.grace`.
 Data comes from ``$CL_PLUGINS_DATA`` (the data pack's canonical layout) and is processed into
 ``$CL_PLUGINS_CACHE`` (default ``~/.cache/cl_plugins``).
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cl_plugins.integrations.graph.grace import main  # noqa: E402
+from cl_plugins.integrations.hosts.graph.grace import main  # noqa: E402
 
 if __name__ == "__main__":
     main()

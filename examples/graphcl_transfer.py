@@ -5,7 +5,8 @@ fine-tune on MoleculeNet (scaffold split, ROC-AUC).
     python examples/graphcl_transfer.py --pretrain_epochs 100 --finetune_epochs 100   # GraphCL's lengths
 
 Every flag is documented by ``--help``; the settings, the protocol and the outputs
-(checkpoints, embeddings, ``results.json``) are described in :mod:`cl_plugins.integrations.graph.graphcl_transfer`.
+(checkpoints, embeddings, ``results.json``) are described in
+:mod:`cl_plugins.integrations.hosts.graph.graphcl_transfer`.
 Data comes from ``$CL_PLUGINS_DATA`` (the data pack's canonical layout) and is processed into
 ``$CL_PLUGINS_CACHE`` (default ``~/.cache/cl_plugins``).
 """
@@ -17,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cl_plugins.integrations.graph.graphcl_transfer import main  # noqa: E402
+from cl_plugins.integrations.hosts.graph.graphcl_transfer import main  # noqa: E402
 
 if __name__ == "__main__":
     main()

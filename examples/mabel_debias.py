@@ -3,7 +3,7 @@
     accelerate launch examples/mabel_debias.py --loss temperature_free
     python examples/mabel_debias.py --loss macl --output_dir outputs/mabel_macl
     python examples/mabel_debias.py --paper --model bert-base-uncased --train_file entailment_data.csv
-    python -m cl_plugins.integrations.mabel.evaluate outputs/mabel/best          # the bias metrics of any MLM folder
+    cl-plugins mabel-eval outputs/mabel/best          # the bias metrics of any MLM folder
 
 Offline defaults: all-MiniLM-L6-v2 with a fitted MLM head (a stand-in for bert-base, see
 ``docs/mabel.md``) trained on SICK train's entailment pairs and their gender-swapped copies.
@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cl_plugins.integrations.mabel.train import main  # noqa: E402
+from cl_plugins.integrations.hosts.mabel.train import main  # noqa: E402
 
 if __name__ == "__main__":
     main()

@@ -5,7 +5,7 @@
     python examples/msc_anomaly.py --backbone_path resnet152-394f9c45.pth --arch resnet152 --epochs 25
 
 Every flag is documented by ``--help``; the protocol and the backbones are described in
-:mod:`cl_plugins.integrations.msc.anomaly`.
+:mod:`cl_plugins.integrations.hosts.msc.anomaly`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cl_plugins.integrations.msc.anomaly import main  # noqa: E402
+from cl_plugins.integrations.hosts.msc.anomaly import main  # noqa: E402
 
 if __name__ == "__main__":
     main()

@@ -20,8 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dataclasses import asdict, dataclass, field  # noqa: E402
 
-from cl_plugins.integrations.common.cli import one_line_errors, parse_config  # noqa: E402
-from cl_plugins.integrations.common.run_guard import guarded  # noqa: E402
+from cl_plugins.integrations.runs.cli import one_line_errors, parse_config  # noqa: E402
+from cl_plugins.integrations.runs.guard import guarded  # noqa: E402
 
 
 @dataclass(kw_only=True)
@@ -55,11 +55,11 @@ def run(args: STSimCSEConfig) -> dict[str, Any]:
     from datasets import Dataset
     from sentence_transformers import SentenceTransformer, SentenceTransformerTrainingArguments
 
-    from cl_plugins.integrations.common import atomic
-    from cl_plugins.integrations.common.paths import data_path
+    from cl_plugins.integrations.data.paths import data_path
+    from cl_plugins.integrations.evaluation.senteval import engine
     from cl_plugins.integrations.frameworks.sentence_transformers import CachedStrategyRankingLoss, StrategyTrainer
-    from cl_plugins.integrations.senteval import engine
-    from cl_plugins.integrations.simcse.model import offline_encoder_dir
+    from cl_plugins.integrations.modalities.text.encoder import offline_encoder_dir
+    from cl_plugins.integrations.runs import atomic
 
     torch.manual_seed(args.seed)
     model = SentenceTransformer(args.model or str(offline_encoder_dir()), device="cpu")

@@ -6,8 +6,8 @@
     python examples/simclr_cifar.py --subset_per_class 500 --width 16 --epochs 20   # CPU-sized
 
 Every flag is documented by ``--help``; the recipe, the frameworks and the outputs (checkpoints,
-``backbone/``, ``results.json``) are described in :mod:`cl_plugins.integrations.vision.train` and
-:mod:`cl_plugins.integrations.vision.frameworks`. Data comes from ``$CL_PLUGINS_DATA`` (``images/...``).
+``backbone/``, ``results.json``) are described in :mod:`cl_plugins.integrations.hosts.vision.train` and
+:mod:`cl_plugins.integrations.hosts.vision.ssl_methods`. Data comes from ``$CL_PLUGINS_DATA`` (``images/...``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cl_plugins.integrations.vision.train import main  # noqa: E402
+from cl_plugins.integrations.hosts.vision.train import main  # noqa: E402
 
 if __name__ == "__main__":
     main()

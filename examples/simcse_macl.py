@@ -4,7 +4,7 @@
     accelerate launch examples/simcse_macl.py --loss dystress  # any strategy, at its SimCSE preset
     accelerate launch examples/simcse_macl.py --paper          # bert-base-uncased, wiki1m, batch 64, 1 epoch
 
-The recipe lives in :mod:`cl_plugins.integrations.simcse.main_job`; ``--help`` explains every flag.
+The recipe lives in :mod:`cl_plugins.integrations.hosts.simcse.train_then_evaluate`; ``--help`` explains every flag.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cl_plugins.integrations.simcse.main_job import main  # noqa: E402
+from cl_plugins.integrations.hosts.simcse.train_then_evaluate import main  # noqa: E402
 
 if __name__ == "__main__":
     main()

@@ -43,7 +43,7 @@ def check_sdist(sdist: Path) -> None:
 def check_wheel(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     for needed in ("cl_plugins/py.typed", "cl_plugins/integrations/py.typed",
-                   "cl_plugins/integrations/common/data_files.json", "cl_plugins/integrations/console.py"):  # fmt: skip
+                   "cl_plugins/integrations/data/data_files.json", "cl_plugins/integrations/console.py"):  # fmt: skip
         if needed not in names:
             raise SystemExit(f"error: the wheel lacks {needed}")
     top = {n.split("/", 1)[0] for n in names if not n.split("/", 1)[0].endswith((".dist-info", ".data"))}
@@ -68,7 +68,7 @@ def check_installed(wheel: Path, work: Path) -> None:
     run(cli, "--help", cwd=user)
     listing = run(cli, "data", "list", cwd=user)
     probe = ("import integrations, cl_plugins, cl_plugins.integrations.console as c, "
-             "cl_plugins.integrations.common.hosts as h; assert integrations.WHO == 'the user' and len(h.hosts()) > 5; "
+             "cl_plugins.integrations.hosts as h; assert integrations.WHO == 'the user' and len(h.hosts()) > 5; "
              "print(cl_plugins.__file__); print(c.__file__)")  # fmt: skip
     where = run(str(venv / "bin" / "python"), "-c", probe, cwd=user)
     if any(not line.startswith(str(venv)) for line in where.split()):

@@ -10,13 +10,13 @@ from __future__ import annotations
 import copy
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import cl_plugins as clp
+from tests import ROOT
 from tests.dist_utils import run_distributed, split
 
 pytestmark = pytest.mark.distributed
@@ -235,7 +235,7 @@ def test_under_accelerate_debug_launcher():
         "debug_launcher(_accelerate_fn, num_processes=2)\n"
         "print('ACCELERATE OK')\n"
     )
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     proc = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and "ACCELERATE OK" in proc.stdout, proc.stderr[-3000:]
 

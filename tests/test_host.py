@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import cl_plugins as clp
+from tests import ROOT
 
 NAMES = clp.available_losses()
 
@@ -92,11 +93,10 @@ def test_hyperparameters_are_the_arguments_however_the_loss_was_built(name):
 def test_the_strategy_authoring_snippet_of_the_docs_runs_on_every_kernel():
     """docs/strategies.md "Writing a strategy": the extension types as exported, one strategy on three kernels."""
     import re
-    from pathlib import Path
 
     from cl_plugins import registry
 
-    text = (Path(__file__).resolve().parents[1] / "docs" / "strategies.md").read_text()
+    text = (ROOT / "docs" / "strategies.md").read_text()
     section = text.split("## Writing a strategy", 1)[1]
     snippet = re.search(r"```python\n(.*?)```", section, flags=re.S).group(1)
     try:
@@ -109,9 +109,8 @@ def test_the_strategy_authoring_snippet_of_the_docs_runs_on_every_kernel():
 def test_the_labels_snippet_of_the_docs_runs():
     """docs/strategies.md "Labels": the snippet as written, on a batch of 8 pairs of 4 classes."""
     import re
-    from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[1] / "docs" / "strategies.md").read_text()
+    text = (ROOT / "docs" / "strategies.md").read_text()
     snippet = re.search(r"```python\n(.*?)```", text.split("## Labels", 1)[1], flags=re.S).group(1)
     torch.manual_seed(0)
     scope = {"clp": clp, "z1": torch.randn(8, 128), "z2": torch.randn(8, 128), "q": torch.randn(8, 128),

@@ -11,7 +11,7 @@ import torch
 import cl_plugins as clp
 
 # AMCL's heads (with biases) act on the backbone features, so scaling those changes its projections' directions;
-# scaling its projections changes nothing (tests/test_amcl_properties.py, property b)
+# scaling its projections changes nothing (tests/losses/test_amcl.py, property b)
 INVARIANT = [n for n in clp.available_losses() if clp.get_loss_class(n).feature_dim_arg is None]
 LAYOUTS = ["simclr", "cross_view", "queue"]
 SCALES = {torch.float64: [1e-150, 1e-14, 1.0, 1e20, 1e150], torch.float32: [1e-30, 1e-13, 1.0, 1e18, 1e30]}

@@ -14,13 +14,13 @@ import argparse
 import importlib
 import sys
 
-from cl_plugins.integrations.common.cli import command_line
-from cl_plugins.integrations.common.hosts import Command
-from cl_plugins.integrations.common.hosts import commands as host_commands
+from cl_plugins.integrations.hosts import Command
+from cl_plugins.integrations.hosts import commands as host_commands
+from cl_plugins.integrations.runs.cli import command_line
 
 #: the data registry's own command; every other command is a host's (its ``host.py``,
-#: :mod:`cl_plugins.integrations.common.hosts`)
-DATA = Command("data", "cl_plugins.integrations.common.data_cli", "the dataset registry: list, download, verify")
+#: :mod:`cl_plugins.integrations.hosts`)
+DATA = Command("data", "cl_plugins.integrations.data.cli", "the dataset registry: list, download, verify")
 
 
 def commands() -> dict[str, Command]:

@@ -10,7 +10,7 @@ import pytest
 
 from benchmarks import claims
 from benchmarks.paired_stats import Interval
-from cl_plugins.integrations.common.run_guard import MANIFEST
+from cl_plugins.integrations.runs.guard import MANIFEST
 
 
 def test_gain_verdicts() -> None:
@@ -184,7 +184,7 @@ def test_what_to_use_calls_a_strategy_better_or_worse_only_on_repeated_marks() -
 
 def test_the_balanced_vision_control_matches_the_long_tail_in_size() -> None:
     from benchmarks import claims_runs
-    from cl_plugins.integrations.vision.data import long_tail_counts
+    from cl_plugins.integrations.modalities.images.datasets import long_tail_counts
 
     long_tail = sum(long_tail_counts(claims_runs.VISION["subset_per_class"], 10, 100.0))
     assert long_tail == 1236 and abs(10 * claims_runs.BALANCED_PER_CLASS - long_tail) <= 5

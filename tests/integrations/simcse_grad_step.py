@@ -13,11 +13,18 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from cl_plugins.integrations.common.accelerate_setup import make_accelerator  # noqa: E402
-from cl_plugins.integrations.simcse.data import Collator, EpochSampler, TokenizedDataset, rows_of, tokenize_rows  # noqa: E402
-from cl_plugins.integrations.simcse.model import SimCSEModel  # noqa: E402
-from cl_plugins.integrations.simcse.train import TrainConfig, build_strategy  # noqa: E402
-from tests.integrations.test_simcse_train import SENTENCES  # noqa: E402
+from cl_plugins.integrations.modalities.text.config import TrainConfig
+from cl_plugins.integrations.modalities.text.data import (  # noqa: E402
+    Collator,
+    EpochSampler,
+    TokenizedDataset,
+    rows_of,
+    tokenize_rows,
+)
+from cl_plugins.integrations.modalities.text.encoder import SimCSEModel  # noqa: E402
+from cl_plugins.integrations.modalities.text.trainer import build_strategy  # noqa: E402
+from cl_plugins.integrations.runs.accelerate_setup import make_accelerator  # noqa: E402
+from tests.integrations.hosts.simcse.test_simcse_train import SENTENCES  # noqa: E402
 
 
 def main(model_dir: str, out: str, loss: str) -> None:

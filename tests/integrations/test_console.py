@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from cl_plugins.integrations.common import accelerate_setup
 from cl_plugins.integrations.console import commands, main
+from cl_plugins.integrations.runs import accelerate_setup
 
 COMMANDS = commands()
 

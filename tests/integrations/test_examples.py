@@ -5,19 +5,17 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from .test_simcse_train import SENTENCES
-from .tiny_bert import make_tiny_bert
-
-ROOT = Path(__file__).resolve().parents[2]
+from cl_plugins.integrations.modalities.text.tiny import make_tiny_bert
+from tests import ROOT
+from tests.integrations.hosts.simcse.test_simcse_train import SENTENCES
 
 
 def test_main_job_trains_at_the_macl_preset_and_writes_its_table(data_root, tmp_path, capsys):
-    from cl_plugins.integrations.simcse import main_job
-    from cl_plugins.integrations.simcse.main_job import main
+    from cl_plugins.integrations.hosts.simcse import train_then_evaluate as main_job
+    from cl_plugins.integrations.hosts.simcse.train_then_evaluate import main
 
     train = tmp_path / "train.txt"
     train.write_text("\n".join(SENTENCES * 4) + "\n")

@@ -23,7 +23,8 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests import ROOT
+
 #: ``CL_PLUGINS_UPSTREAM`` points elsewhere (the GPU check's bundle carries the files it needs)
 UPSTREAM = Path(os.environ.get("CL_PLUGINS_UPSTREAM", ROOT.parent / "shared" / "upstream"))
 
@@ -130,7 +131,7 @@ def grace() -> Any:
 @functools.lru_cache(maxsize=1)
 def mabel() -> Any:
     """MABEL's ``training/model.py`` (imports as is on transformers 5; its ``cl_init`` needs
-    :func:`cl_plugins.integrations.simcse.patch.enable_modern_transformers`)."""
+    :func:`cl_plugins.integrations.modalities.text.cl_forward.enable_modern_transformers`)."""
     return load("MABEL/training", "model")
 
 

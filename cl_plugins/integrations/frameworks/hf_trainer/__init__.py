@@ -24,9 +24,9 @@ Example::
 processes the strategy gathers every rank's embeddings (the global batch's loss and gradient).
 """
 
-from .callback import StrategyTrainerCallback
-from .collator import VIEWS, ViewCollator
-from .loss import POOLERS, StrategyLossFunc
-from .optimizer import strategy_optimizer
+from cl_plugins.integrations.frameworks.hf_trainer.callback import StrategyTrainerCallback
+from cl_plugins.integrations.frameworks.hf_trainer.collator import VIEWS, ViewCollator
+from cl_plugins.integrations.frameworks.hf_trainer.loss import POOLERS, StrategyLossFunc
+from cl_plugins.integrations.frameworks.hf_trainer.optimizer import strategy_optimizer
 
 __all__ = ["POOLERS", "VIEWS", "StrategyLossFunc", "StrategyTrainerCallback", "ViewCollator", "strategy_optimizer"]

@@ -8,7 +8,7 @@ from typing import Any
 from torch import nn
 from transformers import TrainerCallback
 
-from ..upkeep import StrategyUpkeep
+from cl_plugins.integrations.frameworks.upkeep import StrategyUpkeep
 
 
 class StrategyTrainerCallback(TrainerCallback):

@@ -13,7 +13,7 @@ Example::
     lightning.Trainer(max_epochs=100, callbacks=[StrategyLightningCallback()]).fit(module, loader)   # loader: (x1, x2)
 """
 
-from .callback import StrategyLightningCallback
-from .module import ContrastiveModule
+from cl_plugins.integrations.frameworks.lightning.callback import StrategyLightningCallback
+from cl_plugins.integrations.frameworks.lightning.module import ContrastiveModule
 
 __all__ = ["ContrastiveModule", "StrategyLightningCallback"]

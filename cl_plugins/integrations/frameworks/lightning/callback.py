@@ -7,7 +7,7 @@ from typing import Any
 
 from lightning.pytorch import Callback, LightningModule, Trainer
 
-from ..upkeep import StrategyUpkeep
+from cl_plugins.integrations.frameworks.upkeep import StrategyUpkeep
 
 
 class StrategyLightningCallback(Callback):

@@ -1,5 +1,5 @@
 """open_clip: any cl-plugins strategy in place of ``open_clip.loss.ClipLoss`` (see :mod:`.loss`)."""
 
-from .loss import StrategyClipLoss
+from cl_plugins.integrations.frameworks.open_clip.loss import StrategyClipLoss
 
 __all__ = ["StrategyClipLoss"]

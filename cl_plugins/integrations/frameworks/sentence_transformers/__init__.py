@@ -1,5 +1,9 @@
 """sentence-transformers: any cl-plugins strategy as a ``SentenceTransformerTrainer`` loss (see :mod:`.loss`)."""
 
-from .loss import CachedStrategyRankingLoss, StrategyRankingLoss, StrategyTrainer
+from cl_plugins.integrations.frameworks.sentence_transformers.loss import (
+    CachedStrategyRankingLoss,
+    StrategyRankingLoss,
+    StrategyTrainer,
+)
 
 __all__ = ["CachedStrategyRankingLoss", "StrategyRankingLoss", "StrategyTrainer"]

@@ -1,1 +1,0 @@
-"""Pieces every adapter shares: data locations, seeding, tracking."""

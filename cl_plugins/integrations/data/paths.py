@@ -1,0 +1,75 @@
+"""Where data lives: ``$CL_PLUGINS_DATA`` first, then the canonical default, else a clear error.
+
+Every loader names its files relative to the data root in their canonical layout (the layout
+the original projects download to), so the same code works online and offline.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+ENV = "CL_PLUGINS_DATA"
+DEFAULT_ROOT = Path.home() / ".cache" / "cl_plugins" / "data"
+
+
+def data_root() -> Path:
+    """``$CL_PLUGINS_DATA`` if set, else ``~/.cache/cl_plugins/data``."""
+    return Path(os.environ.get(ENV, DEFAULT_ROOT)).expanduser()
+
+
+def data_path(relative: str | Path, *, hint: str = "", root: str | Path | None = None) -> Path:
+    """Absolute path of ``relative`` under the data root; raises if it does not exist.
+
+    Without an explicit ``root``, a file of a registered dataset that is missing is downloaded first
+    (:func:`cl_plugins.integrations.data.catalogue.ensure`) unless downloads are off. ``hint`` says where the
+    file comes from (a download script, a URL) for the error message.
+    """
+    if root is not None:
+        path = Path(root).expanduser() / relative
+        if not path.exists():
+            raise FileNotFoundError(f"{relative} was not found under the data root {root}" + _comes_from(hint))
+        return path
+    from cl_plugins.integrations.data import catalogue
+    from cl_plugins.integrations.data.downloads import DownloadError
+
+    try:
+        found = catalogue.ensure(relative)
+    except DownloadError as err:
+        message = f"{relative} is not under the data root {data_root()} and downloading it failed ({err})"
+        raise FileNotFoundError(f"{message}; set {ENV} to a folder that holds it" + _comes_from(hint)) from None
+    if found is not None:
+        return found
+    names = [d.name for d in catalogue.owners(relative)]
+    fetch = f"; `cl-plugins data download {' '.join(names)}` fetches it" if names else ""
+    raise FileNotFoundError(f"{relative} was not found under the data root {data_root()} "
+                            f"(${ENV}={os.environ.get(ENV, '<unset>')}). Set {ENV} to the folder that holds it"
+                            + _comes_from(hint) + fetch)  # fmt: skip
+
+
+def _comes_from(hint: str) -> str:
+    return f"; it comes from {hint}" if hint else ""
+
+
+def cache_root() -> Path:
+    """``$CL_PLUGINS_CACHE``, else ``~/.cache/cl_plugins``."""
+    return Path(os.environ.get("CL_PLUGINS_CACHE", Path.home() / ".cache" / "cl_plugins")).expanduser()
+
+
+def cache_dir(name: str) -> Path:
+    """A writable cache folder (the data root may be read-only)."""
+    path = cache_root() / name
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def fingerprint(files: list[Path], version: int = 1) -> str:
+    """What a cache was built from: each file's name, size and modification time, and the loader's ``version``
+    (raise it when the processing changes). A changed source gives another fingerprint, so the cache rebuilds."""
+    import hashlib
+
+    digest = hashlib.sha1(f"v{version}".encode())
+    for f in sorted(files, key=lambda p: p.name):
+        stat = f.stat()
+        digest.update(f"{f.name}:{stat.st_size}:{stat.st_mtime_ns};".encode())
+    return digest.hexdigest()[:12]

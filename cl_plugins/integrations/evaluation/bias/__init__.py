@@ -1,0 +1,1 @@
+"""Social-bias benchmarks of masked language models and sentence encoders: StereoSet, CrowS-Pairs, SEAT."""

@@ -1,0 +1,294 @@
+"""One run per output folder: a manifest of its configuration, a lock, and checks before anything is written.
+
+``OUTPUT/cl_plugins_run.json`` records a run's id and configuration. A new run refuses a folder
+that holds anything unless ``--overwrite``; ``--resume`` continues only the run recorded there, with
+the same configuration except :data:`MAY_CHANGE` (more epochs or steps, evaluation and checkpoint
+periods, more seeds, a new learning rate from the resume on: applied, and recorded in the manifest);
+anything else that differs (loss, model, data, shapes) is refused with the list of differences.
+``OUTPUT/.cl_plugins.lock`` (an ``flock``, released by the kernel the moment its process dies) keeps a
+second process out while a run writes there. Every trainer's ``run`` is wrapped with :func:`guarded`.
+
+Nothing is decided on disk before the run has passed its own checks (arguments, data, checkpoint, and the loss
+called once on the run's first batch): the claim is *committed* (:func:`commit`, called by the training loop once
+a resume is loaded and the loss has run, or when the run returns) and only then is the manifest written or
+extended. The claim is *settled* (:func:`settle`) once the run's first checkpoint is complete, or when it returns:
+until then ``--overwrite`` has only moved the previous run aside (``OUTPUT/.cl_plugins_replaced``), a run that
+fails puts it back and removes what it wrote (a resume's manifest is restored as it was), and a run killed before
+it is rolled back by the next command in the folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import json
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from cl_plugins.integrations.runs import atomic
+
+MANIFEST = "cl_plugins_run.json"
+LOCK = ".cl_plugins.lock"
+#: settings a resumed run may change (they extend or observe the run, or set the learning rate from the resume
+#: on); each is applied, and the change is recorded in the manifest's ``resumes``
+MAY_CHANGE = frozenset({"epochs", "max_steps", "stop_after_epochs", "eval_every", "eval_steps", "save_steps",
+                        "checkpoint_every", "seeds", "lr", "learning_rate"})  # fmt: skip
+#: the settings of :data:`MAY_CHANGE` that list a run's seeds: a resume may add to them, never drop one
+SEED_LISTS = frozenset({"seeds"})
+#: settings that do not describe the run itself
+NOT_COMPARED = frozenset({"resume", "overwrite", "progress", "log_with", "output_dir", "keep_checkpoints"})
+#: where ``--overwrite`` keeps the previous run until the new one settles (its first checkpoint, or its end)
+REPLACED = ".cl_plugins_replaced"
+#: what the guard itself keeps in a folder (never part of a run)
+OWN = frozenset({".cl_plugins.lock", REPLACED})
+
+F = TypeVar("F", bound=Callable[..., Any])
+_CLAIMED: set[Path] = set()  # folders this process runs in now (MABEL's run calls SimCSE's guarded loop)
+
+
+class RunConflict(ValueError):
+    """The output folder belongs to another run, or a resume would continue a different one."""
+
+
+def _is_main_process() -> bool:
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+@contextlib.contextmanager
+def _lock(out: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on ``OUTPUT/.cl_plugins.lock`` (the kernel drops it when its holder dies)."""
+    path = out / LOCK
+    while True:
+        fd = os.open(path, os.O_CREAT | os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = os.read(fd, 32).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise RunConflict(f"another process (pid {owner}) is running in {out}; wait for it or use another "
+                              "--output_dir") from None  # fmt: skip
+        with contextlib.suppress(FileNotFoundError):
+            if os.fstat(fd).st_ino == os.stat(path).st_ino:
+                break  # not a file its last holder unlinked after we opened it
+        os.close(fd)
+    os.ftruncate(fd, 0)
+    os.write(fd, str(os.getpid()).encode())
+    try:
+        yield
+    finally:
+        path.unlink(missing_ok=True)
+        os.close(fd)
+
+
+def may_change(config: Any) -> frozenset[str]:
+    """:data:`MAY_CHANGE` and what the trainer's config adds (``RESUME_MAY_CHANGE``: e.g. its own epoch count)."""
+    return MAY_CHANGE | frozenset(getattr(config, "RESUME_MAY_CHANGE", ()))
+
+
+def _differences(stored: dict[str, Any], given: dict[str, Any], allowed: frozenset[str] = MAY_CHANGE) -> list[str]:
+    keys = sorted((set(stored) | set(given)) - allowed - NOT_COMPARED)
+    changed = [f"{k}: {stored.get(k)!r} -> {given.get(k)!r}" for k in keys if stored.get(k) != given.get(k)]
+    for key in sorted(allowed & SEED_LISTS & set(stored)):
+        if not set(_as_list(stored[key])) <= set(_as_list(given.get(key))):  # more seeds extend the run; others
+            changed.append(f"{key}: {stored[key]!r} -> {given.get(key)!r} (a resume may add seeds, not drop "
+                           "any: the results would be another run's)")  # fmt: skip
+    return changed
+
+
+def _as_list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def _settings(config: Any) -> dict[str, Any]:
+    # through JSON, as the manifest stores them (tuples become lists, paths strings)
+    return json.loads(json.dumps(asdict(config), default=str))
+
+
+@dataclass
+class Claim:
+    """What a run may do in its folder, decided before it runs and written only at :func:`commit`."""
+
+    out: Path
+    config: dict[str, Any]
+    manifest: dict[str, Any] | None  # the stored run a resume continues (None: a new run)
+    before: frozenset[str]  # the folder's entries when the run started (a rollback removes the others)
+    committed: bool = False  # the manifest is written
+    settled: bool = False  # the run has a checkpoint (or returned): what --overwrite set aside is gone
+    may_change: frozenset[str] = MAY_CHANGE  # the settings a resume may change (:func:`may_change`)
+
+
+_PENDING: list[Claim] = []
+
+
+def _check(out: Path, config: Any) -> dict[str, Any] | None:
+    """Raise when ``config`` may not run in ``out``; the stored manifest a resume continues (see the module doc)."""
+    resuming, overwrite = bool(getattr(config, "resume", False)), bool(getattr(config, "overwrite", False))
+    manifest = out / MANIFEST
+    if resuming and overwrite:
+        raise RunConflict("--resume continues the run in --output_dir and --overwrite replaces it; pass one of them")
+    if manifest.is_file() and resuming:
+        stored = _read_manifest(manifest)
+        changed = _differences(stored["config"], _settings(config), may_change(config))
+        if changed:
+            raise RunConflict(f"--resume would continue run {stored['run_id']} in {out} with other settings ("
+                              + "; ".join(changed) + "); resume with its settings, or start a new run with "
+                              "another --output_dir (or --overwrite)")  # fmt: skip
+        return stored
+    if resuming:
+        raise RunConflict(f"--resume: {out} holds no run to resume ({MANIFEST} is missing); start without --resume")
+    occupied = [p.name for p in out.iterdir() if p.name not in OWN]
+    if occupied and not overwrite:
+        what = "another run" if manifest.is_file() else "files of something else"
+        raise RunConflict(f"--output_dir {out} holds {what} ({', '.join(sorted(occupied)[:4])}); pass --resume to "
+                          "continue it, --overwrite to replace it, or choose another --output_dir")  # fmt: skip
+    return None
+
+
+def _read_manifest(path: Path) -> dict[str, Any]:
+    """The run's manifest, or one line naming it when it is not one (garbled, cut short, edited)."""
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RunConflict(f"{path} is not readable JSON ({exc}): this run's record is damaged, so it cannot be "
+                          "resumed; start a new run (--overwrite, or another --output_dir)") from None  # fmt: skip
+    if not isinstance(stored, dict) or not isinstance(stored.get("config"), dict) or "run_id" not in stored:
+        raise RunConflict(f"{path} is not a run manifest (it needs run_id and config): it was edited or written by "
+                          "something else; start a new run (--overwrite, or another --output_dir)")  # fmt: skip
+    return stored
+
+
+def _set_aside(out: Path) -> None:
+    """Move the folder's contents into ``REPLACED`` (``--overwrite``: deleted when the run settles, restored if it
+    fails before)."""
+    aside = out / REPLACED
+    aside.mkdir()
+    for entry in list(out.iterdir()):
+        if entry.name not in OWN:
+            entry.rename(aside / entry.name)
+
+
+def _roll_back(out: Path, before: frozenset[str] = frozenset()) -> None:
+    """Undo an uncommitted run: remove what it wrote (every entry not in ``before``; all of them when
+    ``--overwrite`` set the previous run aside), then put back what was set aside."""
+    aside = out / REPLACED
+    keep = OWN if aside.is_dir() else OWN | before
+    for entry in list(out.iterdir()):
+        if entry.name not in keep:
+            shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+    if aside.is_dir():
+        for entry in list(aside.iterdir()):
+            entry.rename(out / entry.name)
+        aside.rmdir()
+
+
+def commit() -> None:
+    """The runs of this process passed their checks: write (or extend) their manifests, drop what
+    ``--overwrite`` set aside. Called by the training loop once a resume is loaded; idempotent."""
+    for claim in _PENDING:
+        if claim.committed:
+            continue
+        now = time.strftime("%Y-%m-%d %H:%M:%S")
+        if claim.manifest is None:
+            manifest = {"run_id": uuid.uuid4().hex[:12], "created": now, "config": claim.config}
+        else:
+            manifest, stored = claim.manifest, claim.manifest["config"]
+            extended = {k: [stored.get(k), claim.config[k]] for k in sorted(claim.may_change & set(claim.config))
+                        if stored.get(k) != claim.config[k]}  # fmt: skip
+            if extended:
+                manifest.setdefault("resumes", []).append({"time": now, "changed": extended})
+                stored.update({k: new for k, (_, new) in extended.items()})
+        if claim.manifest is None or extended:
+            atomic.write_json(claim.out / MANIFEST, manifest)
+        claim.committed = True
+
+
+def settle() -> None:
+    """The committed runs of this process have a complete checkpoint (or returned): what ``--overwrite`` set
+    aside goes now, and a failure no longer rolls them back. Called by the training loop after each save."""
+    for claim in _PENDING:
+        if claim.committed and not claim.settled:
+            shutil.rmtree(claim.out / REPLACED, ignore_errors=True)
+            claim.settled = True
+
+
+def _prepare(out: Path) -> bool:
+    """The output folder exists and is writable, before anything trains; whether it was created now."""
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"--output_dir {out} is a file; choose a folder")
+    created = not out.exists()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".write-test-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise PermissionError(f"--output_dir {out} is not writable ({exc.strerror}); choose another folder") from None
+    return created
+
+
+def preflight(config: Any) -> None:
+    """Raise now what :func:`guarded` would raise when the run starts (before a long evaluation, say)."""
+    out = Path(config.output_dir)
+    if out.is_dir():
+        _check(out, config)
+    elif out.exists():
+        raise NotADirectoryError(f"--output_dir {out} is a file; choose a folder")
+
+
+def guarded(run: F) -> F:
+    """Wrap a trainer's ``run(config, ...)``: output folder checked, locked for the run's duration, and claimed
+    (committed by the training loop, or when ``run`` returns; rolled back when it raises before that)."""
+
+    @functools.wraps(run)
+    def wrapper(config: Any, *args: Any, **kwargs: Any) -> Any:
+        if not _is_main_process():  # rank 0 claims the folder for the whole job
+            return run(config, *args, **kwargs)
+        out = Path(config.output_dir).resolve()
+        if out in _CLAIMED:
+            return run(config, *args, **kwargs)
+        created = _prepare(out)
+        claim = None
+        try:
+            with _lock(out):
+                if (out / REPLACED).is_dir():  # a command killed before its commit: the previous run comes back
+                    _roll_back(out)
+                atomic.recover_tree(out)
+                claim = Claim(out, _settings(config), _check(out, config), frozenset(p.name for p in out.iterdir()),
+                              may_change=may_change(config))  # fmt: skip
+                if claim.manifest is None and not claim.before <= OWN:
+                    _set_aside(out)
+                atomic.fault_point("run:claimed")
+                return _run_claimed(claim, run, config, *args, **kwargs)
+        finally:
+            if created and (claim is None or not claim.settled):
+                with contextlib.suppress(OSError):
+                    out.rmdir()
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _run_claimed(claim: Claim, run: Callable[..., Any], config: Any, *args: Any, **kwargs: Any) -> Any:
+    _CLAIMED.add(claim.out)
+    _PENDING.append(claim)
+    stored = (claim.out / MANIFEST).read_bytes() if claim.manifest is not None else None
+    try:
+        result = run(config, *args, **kwargs)
+        commit()
+        settle()
+        return result
+    except BaseException:
+        if not claim.settled:
+            _roll_back(claim.out, claim.before)
+            if stored is not None:  # a failed resume leaves no trace in the run's record
+                atomic.write_with(claim.out / MANIFEST, lambda tmp: tmp.write_bytes(stored))
+        raise
+    finally:
+        _CLAIMED.discard(claim.out)
+        _PENDING.remove(claim)
