@@ -100,7 +100,7 @@ def commands(work: Path, inputs: dict[str, Path], quick: bool) -> dict[str, list
             [*host("vision.train"), "--subset_per_class", "50", *vision, "--batch_size", "128",
              "--epochs", "2", "--eval_bank_per_class", "20", "--eval_test_per_class", "10", "--loss", "macl", *COMMON,
              "--output_dir", str(work / "vision")],
-            [*ex("msc_anomaly.py"), "--backbone_path", str(work / "vision" / "backbone"), "--normal_classes", "3",
+            [*ex("msc_anomaly.py"), "--backbone_path", str(work / "vision"), "--normal_classes", "3",
              "--epochs", "2", "--train_per_class", "40", "--test_per_class", "10", "--batch_size", "32", "--lr",
              "0.05", *COMMON, "--output_dir", str(work / "msc")],
         ],

@@ -122,7 +122,7 @@ def part_msc(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
     from cl_plugins.integrations.hosts.msc.anomaly import MSCConfig, run
 
     backbone = args.msc_backbone or (
-        args.workdir / "ssl" / "cifar10" / "simclr" / "infonce" / f"seed{args.seeds[0]}" / "backbone"
+        args.workdir / "ssl" / "cifar10" / "simclr" / "infonce" / f"seed{args.seeds[0]}" / "model"
     )
     for strategy in args.msc_strategies:
         t0 = time.time()

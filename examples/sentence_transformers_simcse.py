@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field  # noqa: E402
 
 from cl_plugins.integrations.runs.cli import one_line_errors, parse_config  # noqa: E402
 from cl_plugins.integrations.runs.guard import guarded  # noqa: E402
+from cl_plugins.integrations.runs.layout import RunLayout  # noqa: E402
 
 
 @dataclass(kw_only=True)
@@ -49,7 +50,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 @guarded
-def run(args: STSimCSEConfig) -> dict[str, Any]:
+def run(args: STSimCSEConfig, *, layout: RunLayout) -> dict[str, Any]:
     """Train (unless ``--epochs 0``), evaluate, write ``results.json``; the folder is the run guard's."""
     import torch
     from datasets import Dataset
@@ -64,7 +65,6 @@ def run(args: STSimCSEConfig) -> dict[str, Any]:
     torch.manual_seed(args.seed)
     model = SentenceTransformer(args.model or str(offline_encoder_dir()), device="cpu")
     model.max_seq_length = args.max_length
-    out = Path(args.output_dir)
     summary: dict[str, Any] = {"settings": asdict(args)}
     if args.epochs > 0:
         lines = data_path("sentence/simcse/wiki1m_for_simcse.head.txt").read_text().splitlines()
@@ -72,7 +72,8 @@ def run(args: STSimCSEConfig) -> dict[str, Any]:
         pairs = Dataset.from_dict({"anchor": texts, "positive": texts})
         loss = CachedStrategyRankingLoss(model, args.strategy, mini_batch_size=args.mini_batch, **args.loss_args)
         train_args = SentenceTransformerTrainingArguments(
-            output_dir=str(out / "trainer"), num_train_epochs=args.epochs, per_device_train_batch_size=args.batch_size,
+            output_dir=str(layout.part("trainer").folder), num_train_epochs=args.epochs,
+            per_device_train_batch_size=args.batch_size,
             learning_rate=args.lr, seed=args.seed, report_to=[], save_strategy="no",
             logging_steps=20, use_cpu=not torch.cuda.is_available(), dataloader_drop_last=True,
         )  # fmt: skip
@@ -86,7 +87,7 @@ def run(args: STSimCSEConfig) -> dict[str, Any]:
 
     results = engine.evaluate(encode, args.tasks, mode="test", progress=False)
     summary["sts"] = engine.summary(results)
-    atomic.write_json(out / "results.json", summary)
+    atomic.write_json(layout.summary, summary)
     print(json.dumps(summary["sts"], indent=2))
     return summary
 

@@ -6,7 +6,7 @@
     python examples/simclr_cifar.py --subset_per_class 500 --width 16 --epochs 20   # CPU-sized
 
 Every flag is documented by ``--help``; the recipe, the frameworks and the outputs (checkpoints,
-``backbone/``, ``results.json``) are described in :mod:`cl_plugins.integrations.hosts.vision.train` and
+``model/``, ``results.json``) are described in :mod:`cl_plugins.integrations.hosts.vision.train` and
 :mod:`cl_plugins.integrations.hosts.vision.ssl_methods`. Data comes from ``$CL_PLUGINS_DATA`` (``images/...``).
 """
 

@@ -1,6 +1,6 @@
 """Files and folders that a kill never leaves half-written.
 
-Everything a run writes for later (checkpoints, ``best/``, ``final/``, results, caches) is written
+Everything a run writes for later (checkpoints, ``best/``, ``model/``, results, caches) is written
 to a temporary sibling and renamed into place; a folder gets a completion marker as its last file,
 and a previous complete folder of the same name stays until the new one is complete. Readers use
 only complete folders (:func:`is_complete`, :func:`latest_complete`).

@@ -35,8 +35,3 @@ class RunConfig:
         metadata={"help": "autocast through Accelerate: no, fp16 or bf16 (on a GPU, or bf16 on the CPU)",
                   "choices": ("no", "fp16", "bf16")},
     )  # fmt: skip
-
-
-def seed_folder(seed: int) -> str:
-    """The sub-folder of one seed's run inside a trainer's ``--output_dir``."""
-    return f"seed_{seed}"

@@ -9,9 +9,11 @@ anything else that differs (loss, model, data, shapes) is refused with the list 
 second process out while a run writes there. Every trainer's ``run`` is wrapped with :func:`guarded`.
 
 Nothing is decided on disk before the run has passed its own checks (arguments, data, checkpoint, and the loss
-called once on the run's first batch): the claim is *committed* (:func:`commit`, called by the training loop once
-a resume is loaded and the loss has run, or when the run returns) and only then is the manifest written or
-extended. The claim is *settled* (:func:`settle`) once the run's first checkpoint is complete, or when it returns:
+called once on the run's first batch): :func:`guarded` hands the run its :class:`~cl_plugins.integrations.runs.layout.
+RunLayout` carrying the :class:`Claim`, and the claim is *committed* (:meth:`Claim.commit`, called by the training
+loop once a resume is loaded and the loss has run, or when the run returns) and only then is the manifest written
+or extended. The claim is *settled* (:meth:`Claim.settle`) once the run's first checkpoint is complete, or when it
+returns:
 until then ``--overwrite`` has only moved the previous run aside (``OUTPUT/.cl_plugins_replaced``), a run that
 fails puts it back and removes what it wrote (a resume's manifest is restored as it was), and a run killed before
 it is rolled back by the next command in the folder.
@@ -33,8 +35,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from cl_plugins.integrations.runs import atomic
+from cl_plugins.integrations.runs.layout import MANIFEST, RunLayout
 
-MANIFEST = "cl_plugins_run.json"
 LOCK = ".cl_plugins.lock"
 #: settings a resumed run may change (they extend or observe the run, or set the learning rate from the resume
 #: on); each is applied, and the change is recorded in the manifest's ``resumes``
@@ -50,7 +52,7 @@ REPLACED = ".cl_plugins_replaced"
 OWN = frozenset({".cl_plugins.lock", REPLACED})
 
 F = TypeVar("F", bound=Callable[..., Any])
-_CLAIMED: set[Path] = set()  # folders this process runs in now (MABEL's run calls SimCSE's guarded loop)
+_CLAIMED: dict[Path, Claim] = {}  # folders this process runs in now (MABEL's run calls the text trainer's)
 
 
 class RunConflict(ValueError):
@@ -123,8 +125,31 @@ class Claim:
     settled: bool = False  # the run has a checkpoint (or returned): what --overwrite set aside is gone
     may_change: frozenset[str] = MAY_CHANGE  # the settings a resume may change (:func:`may_change`)
 
+    def commit(self) -> None:
+        """The run passed its checks: write (or extend) its manifest. Called by the training loop once a resume
+        is loaded and the loss has run, and when the run returns; idempotent."""
+        if self.committed:
+            return
+        now = time.strftime("%Y-%m-%d %H:%M:%S")
+        if self.manifest is None:
+            manifest, extended = {"run_id": uuid.uuid4().hex[:12], "created": now, "config": self.config}, {}
+        else:
+            manifest, stored = self.manifest, self.manifest["config"]
+            extended = {k: [stored.get(k), self.config[k]] for k in sorted(self.may_change & set(self.config))
+                        if stored.get(k) != self.config[k]}  # fmt: skip
+            if extended:
+                manifest.setdefault("resumes", []).append({"time": now, "changed": extended})
+                stored.update({k: new for k, (_, new) in extended.items()})
+        if self.manifest is None or extended:
+            atomic.write_json(self.out / MANIFEST, manifest)
+        self.committed = True
 
-_PENDING: list[Claim] = []
+    def settle(self) -> None:
+        """The committed run has a complete checkpoint (or returned): what ``--overwrite`` set aside goes now, and
+        a failure no longer rolls it back. Called by the training loop after each save."""
+        if self.committed and not self.settled:
+            shutil.rmtree(self.out / REPLACED, ignore_errors=True)
+            self.settled = True
 
 
 def _check(out: Path, config: Any) -> dict[str, Any] | None:
@@ -188,36 +213,6 @@ def _roll_back(out: Path, before: frozenset[str] = frozenset()) -> None:
         aside.rmdir()
 
 
-def commit() -> None:
-    """The runs of this process passed their checks: write (or extend) their manifests, drop what
-    ``--overwrite`` set aside. Called by the training loop once a resume is loaded; idempotent."""
-    for claim in _PENDING:
-        if claim.committed:
-            continue
-        now = time.strftime("%Y-%m-%d %H:%M:%S")
-        if claim.manifest is None:
-            manifest = {"run_id": uuid.uuid4().hex[:12], "created": now, "config": claim.config}
-        else:
-            manifest, stored = claim.manifest, claim.manifest["config"]
-            extended = {k: [stored.get(k), claim.config[k]] for k in sorted(claim.may_change & set(claim.config))
-                        if stored.get(k) != claim.config[k]}  # fmt: skip
-            if extended:
-                manifest.setdefault("resumes", []).append({"time": now, "changed": extended})
-                stored.update({k: new for k, (_, new) in extended.items()})
-        if claim.manifest is None or extended:
-            atomic.write_json(claim.out / MANIFEST, manifest)
-        claim.committed = True
-
-
-def settle() -> None:
-    """The committed runs of this process have a complete checkpoint (or returned): what ``--overwrite`` set
-    aside goes now, and a failure no longer rolls them back. Called by the training loop after each save."""
-    for claim in _PENDING:
-        if claim.committed and not claim.settled:
-            shutil.rmtree(claim.out / REPLACED, ignore_errors=True)
-            claim.settled = True
-
-
 def _prepare(out: Path) -> bool:
     """The output folder exists and is writable, before anything trains; whether it was created now."""
     if out.exists() and not out.is_dir():
@@ -243,16 +238,17 @@ def preflight(config: Any) -> None:
 
 
 def guarded(run: F) -> F:
-    """Wrap a trainer's ``run(config, ...)``: output folder checked, locked for the run's duration, and claimed
-    (committed by the training loop, or when ``run`` returns; rolled back when it raises before that)."""
+    """Wrap a trainer's ``run(config, ..., layout)``: output folder checked, locked for the run's duration, and
+    claimed; ``run`` gets the folder's :class:`~cl_plugins.integrations.runs.layout.RunLayout` with the claim,
+    which the training loop commits (or the wrapper, when ``run`` returns); rolled back when it raises before."""
 
     @functools.wraps(run)
     def wrapper(config: Any, *args: Any, **kwargs: Any) -> Any:
         if not _is_main_process():  # rank 0 claims the folder for the whole job
-            return run(config, *args, **kwargs)
+            return run(config, *args, layout=RunLayout.of(config), **kwargs)
         out = Path(config.output_dir).resolve()
         if out in _CLAIMED:
-            return run(config, *args, **kwargs)
+            return run(config, *args, layout=RunLayout.of(config, _CLAIMED[out]), **kwargs)
         created = _prepare(out)
         claim = None
         try:
@@ -275,13 +271,12 @@ def guarded(run: F) -> F:
 
 
 def _run_claimed(claim: Claim, run: Callable[..., Any], config: Any, *args: Any, **kwargs: Any) -> Any:
-    _CLAIMED.add(claim.out)
-    _PENDING.append(claim)
+    _CLAIMED[claim.out] = claim
     stored = (claim.out / MANIFEST).read_bytes() if claim.manifest is not None else None
     try:
-        result = run(config, *args, **kwargs)
-        commit()
-        settle()
+        result = run(config, *args, layout=RunLayout.of(config, claim), **kwargs)
+        claim.commit()
+        claim.settle()
         return result
     except BaseException:
         if not claim.settled:
@@ -290,5 +285,4 @@ def _run_claimed(claim: Claim, run: Callable[..., Any], config: Any, *args: Any,
                 atomic.write_with(claim.out / MANIFEST, lambda tmp: tmp.write_bytes(stored))
         raise
     finally:
-        _CLAIMED.discard(claim.out)
-        _PENDING.remove(claim)
+        del _CLAIMED[claim.out]

@@ -9,7 +9,8 @@ Every trainer saves what it trained the same way, and every entry point reads it
   (``run["loss"]``, ``run["loss_args"]``), and what the run measured (``records``).
 
 A text encoder's folder is also a Hugging Face model folder (its ``model.safetensors`` is the encoder's,
-written by ``save_pretrained``) and a sentence-transformers folder (see :mod:`cl_plugins.integrations.modalities.text.export`).
+written by ``save_pretrained``) and a sentence-transformers folder (see
+:mod:`cl_plugins.integrations.modalities.text.export`).
 
 The folder is written through :func:`cl_plugins.integrations.runs.atomic.folder`: a kill leaves the previous one.
 A folder that is not what an entry point expects (another trainer's, a truncated file, not ours at all)
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from cl_plugins.integrations.runs import atomic
+from cl_plugins.integrations.runs.layout import model_folder
 
 T = TypeVar("T")
 #: the top-level keys of ``cl_plugins.json``, and the type each holds
@@ -82,8 +84,9 @@ def write_weights(weights: dict[str, Any], file: Path) -> None:
 
 
 def _folder_of(path: Path) -> Path:
-    """The saved model's folder for a path naming it or one of its two files."""
-    return path.parent if path.name in (INFO, WEIGHTS) and path.is_file() else path
+    """The saved model's folder for a path naming it, one of its two files, or the run folder it is the ``model/``
+    of (:class:`~cl_plugins.integrations.runs.layout.RunLayout`)."""
+    return path.parent if path.name in (INFO, WEIGHTS) and path.is_file() else model_folder(path, INFO)
 
 
 def read_info(path: str | Path, trainers: Iterable[str], what: str) -> SavedModel:

@@ -32,9 +32,9 @@ from torch import nn
 from tqdm.auto import tqdm
 
 import cl_plugins as clp
-
-from cl_plugins.integrations.runs import atomic, random_states, guard
+from cl_plugins.integrations.runs import atomic, random_states
 from cl_plugins.integrations.runs.accelerate_setup import start_tracking
+from cl_plugins.integrations.runs.layout import RunLayout
 
 CHECKPOINT = "step"  # checkpoints are OUTPUT/.../checkpoints/step_<optimizer steps done>
 
@@ -170,7 +170,8 @@ class Hooks:
 
 @dataclass
 class Run:
-    """Where a run keeps its checkpoints and how it reports: the loop's side of a trainer's config."""
+    """Where a run keeps its checkpoints, how it reports, and the guard's claim the loop commits: the loop's side
+    of a trainer's config."""
 
     checkpoint_dir: Path | None = None
     resume: bool = False
@@ -178,15 +179,16 @@ class Run:
     desc: str = "train"
     log_prefix: str = "train"
     tracking: tuple[str, dict[str, Any]] | None = None  # (project, settings) for the trackers
+    claim: Any = None  # the guard's claim on the run's folder (:class:`~cl_plugins.integrations.runs.guard.Claim`)
 
     @classmethod
-    def of(cls, config: Any, folder: Path, desc: str, project: str, **settings: Any) -> Run:
-        """The run of a trainer's :class:`~cl_plugins.integrations.runs.config.RunConfig` in ``folder``
-        (checkpoints in ``folder/checkpoints``; ``settings`` join the config's in the tracker)."""
+    def of(cls, config: Any, layout: RunLayout, desc: str, project: str, **settings: Any) -> Run:
+        """The run of a trainer's :class:`~cl_plugins.integrations.runs.config.RunConfig` in ``layout``'s folder
+        (checkpoints in its ``checkpoints/``; ``settings`` join the config's in the tracker)."""
         from dataclasses import asdict
 
         tracking = (project, {**asdict(config), **settings})
-        return cls(Path(folder) / "checkpoints", config.resume, config.progress, desc, tracking=tracking)
+        return cls(layout.checkpoints, config.resume, config.progress, desc, tracking=tracking, claim=layout.claim)
 
 
 def fit(
@@ -222,7 +224,8 @@ def fit(
     unwrapped = accelerator.unwrap_model(model)
     clp.set_epoch_length(unwrapped.loss_fn, steps_per_epoch)  # Accelerate steps on a short last accumulation too
     probe(accelerator, unwrapped, first_batches, hooks.skip_batch)
-    guard.commit()  # every check passed: from here on the run writes into its folder
+    if run.claim is not None:
+        run.claim.commit()  # every check passed: from here on the run writes into its folder
     atomic.fault_point("run:committed")
     if run.tracking is not None:
         start_tracking(accelerator, *run.tracking)
@@ -239,7 +242,7 @@ def fit(
         if epoch_done:
             _end_epoch(accelerator, plan, run, hooks, state)
         elif plan.save_unit == "epoch" and run.checkpoint_dir is not None:
-            _save(accelerator, run.checkpoint_dir, state, plan.keep)  # a plan ending inside an epoch
+            _save(accelerator, run, state, plan.keep)  # a plan ending inside an epoch
     bar.close()
     return state
 
@@ -335,7 +338,7 @@ def _train_epoch(
             hooks.on_step_end(state)
         if run.checkpoint_dir is not None and plan.save_unit == "step" and plan.save_every \
                 and state.step % plan.save_every == 0:  # fmt: skip
-            _save(accelerator, run.checkpoint_dir, state, plan.keep)
+            _save(accelerator, run, state, plan.keep)
         if plan.finished(state, steps_per_epoch):  # a plan of steps (or part of an epoch) ends here
             return False
     return True
@@ -384,15 +387,16 @@ def _end_epoch(accelerator: Any, plan: Plan, run: Run, hooks: Hooks, state: RunS
     last = plan.max_steps <= 0 and state.epoch >= plan.epochs
     paused = bool(plan.stop_after_epochs) and state.epoch >= plan.stop_after_epochs
     if state.epoch % plan.save_every == 0 or last or stopping or paused:
-        _save(accelerator, run.checkpoint_dir, state, plan.keep)
+        _save(accelerator, run, state, plan.keep)
 
 
-def _save(accelerator: Any, folder: Path, state: RunState, keep: int) -> None:
+def _save(accelerator: Any, run: Run, state: RunState, keep: int) -> None:
     """A checkpoint of the run as it is now; then the oldest beyond the newest ``keep`` go (only once the new
     one is complete)."""
+    folder = run.checkpoint_dir
     atomic.save_state(accelerator, folder / f"{CHECKPOINT}_{state.step}")
-    if accelerator.is_main_process:
-        guard.settle()  # the run has a complete checkpoint: what --overwrite set aside may go
+    if accelerator.is_main_process and run.claim is not None:
+        run.claim.settle()  # the run has a complete checkpoint: what --overwrite set aside may go
     if not accelerator.is_main_process or keep <= 0:
         return
     for old in _checkpoints(folder)[:-keep]:

@@ -12,6 +12,7 @@ import pytest
 
 from cl_plugins.integrations.runs import guard
 from cl_plugins.integrations.runs.guard import RunConflict, guarded
+from cl_plugins.integrations.runs.layout import RunLayout
 from tests.planted import Planted
 from tests import ROOT
 
@@ -29,8 +30,9 @@ class Config:
 
 
 @guarded
-def fake_run(config: Config) -> str:
-    (Path(config.output_dir) / "checkpoint").write_text(config.loss)
+def fake_run(config: Config, *, layout: RunLayout) -> str:
+    assert layout.output_dir == Path(config.output_dir) and layout.claim is not None
+    (layout.folder / "checkpoint").write_text(config.loss)
     return "trained"
 
 
@@ -87,11 +89,20 @@ def test_the_lock_keeps_a_second_process_out_and_is_free_the_moment_its_holder_i
 
 
 def test_a_guarded_run_inside_a_guarded_run_shares_its_folder(tmp_path):
+    claims = []
+
     @guarded
-    def outer(config: Config) -> str:
-        return fake_run(config)  # as MABEL's run calls SimCSE's loop
+    def inner(config: Config, *, layout: RunLayout) -> str:
+        claims.append(layout.claim)
+        return fake_run(config)
+
+    @guarded
+    def outer(config: Config, *, layout: RunLayout) -> str:
+        claims.append(layout.claim)
+        return inner(config)  # as MABEL's run calls the sentence trainer
 
     assert outer(Config(str(tmp_path))) == "trained"
+    assert claims[0] is claims[1] and claims[0].committed  # the one claim of the folder, committed once
 
 
 def test_the_output_folder_is_checked_before_training(tmp_path):

@@ -49,7 +49,7 @@ def _dcrec(out: Path, epochs: int) -> list[str]:
 #: trainer -> (command, its saved model's folder and trainer name)
 TRAINERS: dict[str, tuple[Callable[[Path, int], list[str]], str, str]] = {
     "grace": (_grace, "seed_0/model", "grace"),
-    "graphcl_transfer": (_transfer, "pretrained_gin", "graphcl_transfer"),
+    "graphcl_transfer": (_transfer, "model", "graphcl_transfer"),
     "dcrec": (_dcrec, "seed_2020/model", "dcrec"),
 }
 

@@ -163,7 +163,7 @@ def test_msc_resumed_after_its_last_checkpoint_reports_the_trained_roc_auc(data_
          "--image_size", "16", "--epochs", "1", "--linear_epochs", "0", "--eval_bank_per_class", "5",
          "--eval_test_per_class", "5", "--log_with", "none", "--no-progress", "--output_dir", str(tmp_path / "ssl")])
     cmd = [sys.executable, str(ROOT / "examples" / "msc_anomaly.py"), "--backbone_path",
-           str(tmp_path / "ssl" / "backbone"), "--normal_classes", "3", "--epochs", "2", "--train_per_class", "40",
+           str(tmp_path / "ssl"), "--normal_classes", "3", "--epochs", "2", "--train_per_class", "40",
            "--test_per_class", "6", "--batch_size", "16", "--lr", "0.05", "--log_with", "none", "--no-progress"]
     # fmt: skip
     assert _run([*cmd, "--output_dir", str(tmp_path / "a")]).returncode == 0

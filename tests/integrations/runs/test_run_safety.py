@@ -158,5 +158,5 @@ def test_step_trainer_killed_in_a_save_resumes_to_the_uninterrupted_result(simcs
     assert _run(_simcse_cmd(simcse_root, broken), point).returncode == KILLED
     resumed = _run(_simcse_cmd(simcse_root, broken, "--resume"))
     assert resumed.returncode == 0, resumed.stderr[-2000:]
-    a, b = (load_file(str(p / "final" / "model.safetensors")) for p in (simcse_root / "straight", broken))
+    a, b = (load_file(str(p / "model" / "model.safetensors")) for p in (simcse_root / "straight", broken))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

@@ -37,8 +37,8 @@ from cl_plugins.integrations.hosts.dcrec.splits import DCRecSplits, Rows, build_
 from cl_plugins.integrations.runs import atomic, saved_model
 from cl_plugins.integrations.runs.accelerate_setup import end_tracking, make_accelerator
 from cl_plugins.integrations.runs.cli import one_line_errors, parse_config
-from cl_plugins.integrations.runs.config import seed_folder
 from cl_plugins.integrations.runs.guard import guarded
+from cl_plugins.integrations.runs.layout import RunLayout
 from cl_plugins.integrations.runs.results import fmt_mean_std, write_json
 from cl_plugins.integrations.runs.training import Hooks, Plan, Run, RunState, fit
 
@@ -124,13 +124,13 @@ def _head(rows: Any, n: int) -> Any:
     return type(rows)(*(t[:n] for t in rows.tensors()))
 
 
-def run_seed(config: DCRecConfig, splits: DCRecSplits, seed: int) -> dict[str, Any]:
+def run_seed(config: DCRecConfig, layout: RunLayout, splits: DCRecSplits, seed: int) -> dict[str, Any]:
     """Train one seed; returns its ``results.json``."""
     from accelerate.utils import set_seed
     from torch.utils.data import DataLoader, TensorDataset
 
-    out = Path(config.output_dir) / seed_folder(seed)
-    accelerator = make_accelerator(out, mixed_precision=config.mixed_precision, log_with=config.log_with)
+    layout = layout.seed(seed)
+    accelerator = make_accelerator(layout.folder, mixed_precision=config.mixed_precision, log_with=config.log_with)
     set_seed(seed)
     model = build_model(config, splits)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
@@ -162,7 +162,7 @@ def run_seed(config: DCRecConfig, splits: DCRecSplits, seed: int) -> dict[str, A
         )
 
     t0 = time.time()
-    run = Run.of(config, out, f"dcrec {config.dataset} {config.loss} seed {seed}", "dcrec", seed=seed,
+    run = Run.of(config, layout, f"dcrec {config.dataset} {config.loss} seed {seed}", "dcrec", seed=seed,
                  selection_label=splits.label)  # fmt: skip
     hooks = Hooks(on_epoch_end=on_epoch_end, stop_when=best.stop, step_logs=lambda: dict(model.last_terms))
     state = fit(accelerator, model, optimizer, loader, Plan(config.epochs, keep=config.keep_checkpoints), run, hooks,
@@ -172,9 +172,9 @@ def run_seed(config: DCRecConfig, splits: DCRecSplits, seed: int) -> dict[str, A
     result = _seed_result(config, splits.label, seed, best, losses, len(train), time.time() - t0)
     result["test"] = evaluate_rows(test, "test")
     if accelerator.is_main_process:
-        saved_model.write(out / "model", "dcrec", model={"selection": splits.label}, run=asdict(config),
+        saved_model.write(layout.model, "dcrec", model={"selection": splits.label}, run=asdict(config),
                           weights=model.state_dict(), records={"epoch_loss": losses, "best_epoch": best.epoch})
-        write_json(out / "results.json", result)
+        write_json(layout.results, result)
         accelerator.print(f"seed {seed} [{splits.label}] best epoch {best.epoch}")
         accelerator.print(f"  valid: {format_metrics(result['valid'])}")
         accelerator.print(f"  test:  {format_metrics(result['test'])}")
@@ -200,17 +200,17 @@ def _seed_result(config: DCRecConfig, label: str, seed: int, best: BestEpoch, lo
 
 
 @guarded
-def run(config: DCRecConfig) -> dict[str, Any]:
+def run(config: DCRecConfig, *, layout: RunLayout) -> dict[str, Any]:
     """All seeds; writes ``OUT/results.json`` with mean ± std of the test metrics."""
     config = config.resolved()
     splits = prepare_splits(config)
-    runs = [run_seed(config, splits, seed) for seed in config.seeds]
+    runs = [run_seed(config, layout, splits, seed) for seed in config.seeds]
     summary: dict[str, Any] = {"selection": splits.label, "config": asdict(config), "runs": runs, "test": {}}
     for protocol in runs[0]["test"]:
         summary["test"][protocol] = {
             k: fmt_mean_std([r["test"][protocol][k] for r in runs], scale=100) for k in runs[0]["test"][protocol]
         }
-    write_json(Path(config.output_dir) / "results.json", summary)
+    write_json(layout.summary, summary)
     print(json.dumps({"selection": splits.label, "test": summary["test"]}, indent=2))
     return summary
 
@@ -218,9 +218,7 @@ def run(config: DCRecConfig) -> dict[str, Any]:
 def load_run(run_dir: str | Path) -> tuple[DCRec, DCRecSplits, dict[str, Any]]:
     """The model of a ``seed_<s>/`` folder (its ``model/``, or that folder itself), its data splits and its
     config."""
-    path = Path(run_dir)
-    path = path / "model" if saved_model.is_saved_model(path / "model") else path
-    saved = saved_model.read(path, ("dcrec",), "DCRec run model (a seed_<s>/ folder of examples/dcrec_rec.py)")
+    saved = saved_model.read(run_dir, ("dcrec",), "DCRec run model (a seed_<s>/ folder of examples/dcrec_rec.py)")
     saved_model.expect_model_keys(saved, ["selection"])
     config = saved_model.run_config(saved, DCRecConfig)
     splits = prepare_splits(config)

@@ -2,8 +2,8 @@
 
 Accepted (``--input_model`` of ``graphcl_transfer``, :func:`load_molecule_gin`), saved on any device:
 
-* our GraphCL pre-training folder (``pretrained_gin/``, a :mod:`cl_plugins.integrations.runs.saved_model` folder) or a
-  bare :class:`MoleculeGIN` state dict;
+* our GraphCL pre-training's ``model/`` (a :mod:`cl_plugins.integrations.runs.saved_model` folder; or its run folder)
+  or a bare :class:`MoleculeGIN` state dict;
 * Hu et al.'s ``pretrain-gnns`` and GraphCL's released ``GNN`` state dicts (``torch.save(model.gnn.state_dict())``):
   ``x_embedding1/2``, ``gnns.N.mlp.*``, ``gnns.N.edge_embedding1/2``, ``batch_norms.N.*``; also inside a
   ``GNN_graphpred`` (``gnn.`` prefix) or a ``DataParallel`` (``module.`` prefix).

@@ -69,7 +69,7 @@ class TransferConfig(RunConfig):
     )
     #: a resume may extend pre-training (the loop's plan) like --epochs elsewhere
     RESUME_MAY_CHANGE: ClassVar[frozenset[str]] = frozenset({"pretrain_epochs"})
-    output_dir: str = output_dir_field("outputs/graphcl_transfer", "pretrain/, pretrained_gin/, results.json")
+    output_dir: str = output_dir_field("outputs/graphcl_transfer", "pretrain/, model/, results.json")
     host_head: bool = host_head_field()
 
 
@@ -116,7 +116,7 @@ def evaluate_parser(description: str | None) -> argparse.ArgumentParser:
     node.add_argument("--split", default="both", choices=["random", "public", "both"], help="evaluation split")
     node.add_argument("--seeds", type=int, default=20, help="number of split / classifier seeds")
     mol = sub.add_parser("molecule", help="MoleculeNet fine-tuning ROC-AUC")
-    mol.add_argument("--checkpoint", required=True, help="pretrained_gin/ folder written by graphcl_transfer")
+    mol.add_argument("--checkpoint", required=True, help="model/ folder of graphcl_transfer (or its run)")
     mol.add_argument("--datasets", nargs="+", default=["bbbp", "tox21", "sider", "clintox", "bace"], help="sets")
     mol.add_argument("--runseeds", type=int, nargs="+", default=list(range(10)), help="fine-tuning seeds")
     mol.add_argument("--epochs", type=int, default=100, help="fine-tuning epochs")

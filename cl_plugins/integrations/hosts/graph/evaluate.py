@@ -4,7 +4,7 @@
     cl-plugins graph-eval tu --checkpoint outputs/graphcl_tu/seed_0/model --seeds 0 1 2 3 4
     cl-plugins graph-eval node --checkpoint outputs/grace/seed_0/model --split both
     cl-plugins graph-eval node --embeddings emb.npz --dataset Cora --split public
-    cl-plugins graph-eval molecule --checkpoint outputs/graphcl_transfer/pretrained_gin \\
+    cl-plugins graph-eval molecule --checkpoint outputs/graphcl_transfer/model \\
         --datasets bbbp bace --runseeds 0 1 2
 
 * ``tu``: 10-fold SVM accuracy with a C grid (:mod:`cl_plugins.integrations.evaluation.graph_svm`), one score per

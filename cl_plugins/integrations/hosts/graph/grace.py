@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -33,8 +32,8 @@ from cl_plugins.integrations.hosts.graph.trainer import graph_hooks, save_run_mo
 from cl_plugins.integrations.runs import atomic
 from cl_plugins.integrations.runs.accelerate_setup import end_tracking, make_accelerator
 from cl_plugins.integrations.runs.cli import one_line_errors, parse_config
-from cl_plugins.integrations.runs.config import seed_folder
 from cl_plugins.integrations.runs.guard import guarded
+from cl_plugins.integrations.runs.layout import RunLayout
 from cl_plugins.integrations.runs.results import mean_std, write_json
 from cl_plugins.integrations.runs.training import Plan, Run, fit
 
@@ -132,18 +131,18 @@ def evaluate_embeddings(emb: np.ndarray, graph: Any, split: str, eval_seeds: int
     return {s: node_classification(emb, labels, split=s, seeds=range(eval_seeds), masks=masks) for s in splits}
 
 
-def run_seed(config: GraceConfig, seed: int, dataset: Any) -> dict[str, Any]:
+def run_seed(config: GraceConfig, layout: RunLayout, seed: int, dataset: Any) -> dict[str, Any]:
     from accelerate.utils import set_seed
     from torch_geometric.loader import DataLoader
 
     s = settings(config)
-    out = Path(config.output_dir) / seed_folder(seed)
-    accelerator = make_accelerator(out, mixed_precision=config.mixed_precision, log_with=config.log_with)
+    layout = layout.seed(seed)
+    accelerator = make_accelerator(layout.folder, mixed_precision=config.mixed_precision, log_with=config.log_with)
     set_seed(seed)
     model = build_model(config, dataset.num_features)
     optimizer = torch.optim.Adam(model.parameters(), lr=s["lr"], weight_decay=s["weight_decay"])
     plan = Plan(s["epochs"], save_every=config.checkpoint_every, keep=config.keep_checkpoints)
-    run = Run.of(config, out, f"GRACE {config.dataset} {config.loss} seed {seed}", "grace", **s)
+    run = Run.of(config, layout, f"GRACE {config.dataset} {config.loss} seed {seed}", "grace", **s)
     state = fit(accelerator, model, optimizer, DataLoader(dataset, batch_size=1), plan, run, graph_hooks(1))
     losses = state.records["epoch_loss"]
     result: dict[str, Any] = {"seed": seed, "final_loss": losses[-1] if losses else None}
@@ -151,8 +150,8 @@ def run_seed(config: GraceConfig, seed: int, dataset: Any) -> dict[str, Any]:
         unwrapped: GRACE = accelerator.unwrap_model(model)
         graph = dataset[0].to(accelerator.device)
         emb = unwrapped.embed(graph).cpu().numpy()
-        atomic.save_npz(out / "embeddings.npz", embeddings=emb, labels=graph.y.cpu().numpy())
-        save_run_model(out / "model", "grace", config, dataset.num_features, unwrapped, state.records)
+        atomic.save_npz(layout.embeddings, embeddings=emb, labels=graph.y.cpu().numpy())
+        save_run_model(layout.model, "grace", config, dataset.num_features, unwrapped, state.records)
         if config.recipe == "pygcl":
             labels = graph.y.cpu().numpy()
             scores = pygcl_logreg_f1(emb, labels, *pygcl_split(len(labels), seed), seed=seed)
@@ -182,12 +181,12 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 @guarded
-def run(config: GraceConfig) -> dict[str, Any]:
+def run(config: GraceConfig, *, layout: RunLayout) -> dict[str, Any]:
     preset = settings(config)  # the arguments before the data
     dataset = load_planetoid(config.dataset, root=config.data_root or None)
-    runs = [run_seed(config, seed, dataset) for seed in config.seeds]
+    runs = [run_seed(config, layout, seed, dataset) for seed in config.seeds]
     summary = {"config": asdict(config), "settings": preset, "runs": runs, **summarise(runs)}
-    write_json(Path(config.output_dir) / "results.json", summary)
+    write_json(layout.summary, summary)
     return summary
 
 

@@ -42,6 +42,7 @@ from cl_plugins.integrations.runs import saved_model
 from cl_plugins.integrations.runs.accelerate_setup import end_tracking, make_accelerator
 from cl_plugins.integrations.runs.cli import one_line_errors, parse_config
 from cl_plugins.integrations.runs.guard import guarded
+from cl_plugins.integrations.runs.layout import RunLayout
 from cl_plugins.integrations.runs.results import mean_std, write_json
 from cl_plugins.integrations.runs.training import Plan, Run, fit
 
@@ -59,13 +60,15 @@ def build_pretrain_model(config: TransferConfig) -> GraphCL:
     return GraphCL(gnn, head, loss_fn, *augs)
 
 
-def pretrain(config: TransferConfig) -> dict[str, torch.Tensor]:
-    """GraphCL pre-training; returns (and saves to ``output_dir/pretrained_gin/``) the GIN's weights."""
+def pretrain(config: TransferConfig, layout: RunLayout) -> dict[str, torch.Tensor]:
+    """GraphCL pre-training (checkpoints in ``OUTPUT/pretrain/``); returns (and saves to ``OUTPUT/model/``) the GIN's
+    weights."""
     from accelerate.utils import set_seed
     from torch_geometric.loader import DataLoader
 
-    out = Path(config.output_dir)
-    accelerator = make_accelerator(out / "pretrain", mixed_precision=config.mixed_precision, log_with=config.log_with)
+    pretraining = layout.part("pretrain")
+    accelerator = make_accelerator(pretraining.folder, mixed_precision=config.mixed_precision,
+                                   log_with=config.log_with)  # fmt: skip
     set_seed(config.pretrain_seed)
     root = Path(config.data_root) if config.data_root else None
     graphs = zinc_graphs(root, config.pretrain_molecules or None)
@@ -73,11 +76,11 @@ def pretrain(config: TransferConfig) -> dict[str, torch.Tensor]:
     optimizer = torch.optim.Adam(model.parameters(), lr=config.pretrain_lr)
     loader = DataLoader(graphs, batch_size=config.pretrain_batch_size, shuffle=True)
     plan = Plan(config.pretrain_epochs, keep=config.keep_checkpoints)
-    run = Run.of(config, out / "pretrain", f"GraphCL pre-training {config.loss}", "graphcl_transfer")
+    run = Run.of(config, pretraining, f"GraphCL pre-training {config.loss}", "graphcl_transfer")
     losses = fit(accelerator, model, optimizer, loader, plan, run, graph_hooks()).records["epoch_loss"]
     state = {k: v.cpu() for k, v in accelerator.unwrap_model(model).encoder.state_dict().items()}
     if accelerator.is_main_process:
-        saved_model.write(out / "pretrained_gin", "graphcl_transfer", model={"num_layers": config.num_layers,
+        saved_model.write(layout.model, "graphcl_transfer", model={"num_layers": config.num_layers,
                           "emb_dim": config.emb_dim}, run=asdict(config), weights=state,
                           records={"epoch_loss": losses})  # fmt: skip
     end_tracking(accelerator)
@@ -168,8 +171,7 @@ def finetune(
 
 
 @guarded
-def run(config: TransferConfig) -> dict[str, Any]:
-    out = Path(config.output_dir)
+def run(config: TransferConfig, *, layout: RunLayout) -> dict[str, Any]:
     if config.input_model:
         gnn_state = load_molecule_gin(config.input_model)
         with torch.device("meta"):  # the shapes of the GIN the flags describe, nothing allocated
@@ -179,7 +181,7 @@ def run(config: TransferConfig) -> dict[str, Any]:
             raise ValueError(f"--input_model {config.input_model} is not a GIN of --num_layers {config.num_layers} "
                              f"--emb_dim {config.emb_dim} (first at {differs}); pass the sizes it was trained with")
     elif config.pretrain:
-        gnn_state = pretrain(config)
+        gnn_state = pretrain(config, layout)
     else:
         gnn_state = None
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -201,7 +203,7 @@ def run(config: TransferConfig) -> dict[str, Any]:
             + (f"; averaged over {runs[0]['test_tasks_averaged']} of {data.num_tasks} tasks (skipped, one class in "
                f"the test split: {', '.join(entry['test_tasks_skipped'])})" if entry["test_tasks_skipped"] else "")
         )  # fmt: skip
-    write_json(out / "results.json", summary)
+    write_json(layout.summary, summary)
     return summary
 
 

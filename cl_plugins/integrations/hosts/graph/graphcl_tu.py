@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -30,8 +29,8 @@ from cl_plugins.integrations.hosts.graph.trainer import GraphCL, graph_hooks, sa
 from cl_plugins.integrations.runs import atomic
 from cl_plugins.integrations.runs.accelerate_setup import end_tracking, make_accelerator
 from cl_plugins.integrations.runs.cli import one_line_errors, parse_config
-from cl_plugins.integrations.runs.config import seed_folder
 from cl_plugins.integrations.runs.guard import guarded
+from cl_plugins.integrations.runs.layout import RunLayout
 from cl_plugins.integrations.runs.results import mean_std, write_json
 from cl_plugins.integrations.runs.training import Plan, Run, fit
 
@@ -46,25 +45,25 @@ def build_model(config: TUConfig, num_features: int) -> GraphCL:
     return GraphCL(encoder, head, loss_fn, augment_1=None, augment_2=augment)
 
 
-def run_seed(config: TUConfig, seed: int, dataset: Any) -> dict[str, Any]:
+def run_seed(config: TUConfig, layout: RunLayout, seed: int, dataset: Any) -> dict[str, Any]:
     from accelerate.utils import set_seed
     from torch_geometric.loader import DataLoader
 
-    out = Path(config.output_dir) / seed_folder(seed)
-    accelerator = make_accelerator(out, mixed_precision=config.mixed_precision, log_with=config.log_with)
+    layout = layout.seed(seed)
+    accelerator = make_accelerator(layout.folder, mixed_precision=config.mixed_precision, log_with=config.log_with)
     set_seed(seed)
     model = build_model(config, dataset.num_features)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
     loader = DataLoader(dataset, batch_size=config.batch_size, shuffle=True)
     plan = Plan(config.epochs, keep=config.keep_checkpoints)
-    run = Run.of(config, out, f"GraphCL {config.dataset} {config.loss} seed {seed}", "graphcl_tu")
+    run = Run.of(config, layout, f"GraphCL {config.dataset} {config.loss} seed {seed}", "graphcl_tu")
     state = fit(accelerator, model, optimizer, loader, plan, run, graph_hooks())
     result: dict[str, Any] = {"seed": seed, "epoch_loss": state.records["epoch_loss"]}
     if accelerator.is_main_process:
         unwrapped: GraphCL = accelerator.unwrap_model(model)
         emb, y = unwrapped.embed_all(DataLoader(dataset, batch_size=512), accelerator.device)
-        atomic.save_npz(out / "embeddings.npz", embeddings=emb.numpy(), labels=y.numpy().ravel())
-        save_run_model(out / "model", "graphcl_tu", config, dataset.num_features, unwrapped, state.records)
+        atomic.save_npz(layout.embeddings, embeddings=emb.numpy(), labels=y.numpy().ravel())
+        save_run_model(layout.model, "graphcl_tu", config, dataset.num_features, unwrapped, state.records)
         acc = svm_cv_accuracy(
             emb.numpy(), y.numpy().ravel(), seed=seed, folds=config.eval_folds, search=config.svm_search
         )
@@ -76,7 +75,7 @@ def run_seed(config: TUConfig, seed: int, dataset: Any) -> dict[str, Any]:
 
 
 @guarded
-def run(config: TUConfig) -> dict[str, Any]:
+def run(config: TUConfig, *, layout: RunLayout) -> dict[str, Any]:
     """Train and evaluate every seed; writes and returns ``results.json``'s content."""
     if config.eval_folds < 2:
         raise ValueError(f"--eval_folds must be >= 2 (cross-validation), got {config.eval_folds}")
@@ -84,13 +83,13 @@ def run(config: TUConfig) -> dict[str, Any]:
         raise ValueError(f"--batch_size must be >= 2: a contrastive batch of one graph has no negative, got "
                          f"{config.batch_size}")  # fmt: skip
     dataset = load_tu(config.dataset, root=config.data_root or None, features=config.features)
-    runs = [run_seed(config, seed, dataset) for seed in config.seeds]
+    runs = [run_seed(config, layout, seed, dataset) for seed in config.seeds]
     accs = [r["accuracy"] for r in runs if "accuracy" in r]
     summary: dict[str, Any] = {"config": asdict(config), "runs": runs}
     if accs:
         mean, std = mean_std([100 * a for a in accs])
         summary.update(accuracy_mean=mean, accuracy_std=std)
-        write_json(Path(config.output_dir) / "results.json", summary)
+        write_json(layout.summary, summary)
     return summary
 
 

@@ -25,7 +25,7 @@ class MabelConfig(TrainConfig):
     train_file: str = field(
         default="", metadata={"help": "MABEL's entailment_data.csv or a sent0,sent1 CSV (default: SICK train)"}
     )
-    output_dir: str = output_dir_field("outputs/mabel", "checkpoints, logs, best/ and final/")
+    output_dir: str = output_dir_field("outputs/mabel", "checkpoints, logs, best/ and model/")
     align_weight: float = field(default=0.05, metadata={"help": "weight of the alignment term (MABEL's align_temp)"})
     align_temp: float = field(default=0.05, metadata={"help": "constant τ inside the alignment term"})
     bias_type: str = field(default="gender", metadata={"help": "word list of bias_attribute_words.json to swap"})

@@ -3,7 +3,7 @@
     accelerate launch examples/mabel_debias.py --loss temperature_free
     python examples/mabel_debias.py --paper --model bert-base-uncased --train_file entailment_data.csv
 
-After training, the selected model (``best/``, else ``final/``) is evaluated with StereoSet,
+After training, the selected model (``best/``, else ``model/``) is evaluated with StereoSet,
 CrowS-Pairs and SEAT (:mod:`cl_plugins.integrations.hosts.mabel.evaluate`; ``--no-bias_eval`` skips it).
 
 The loop, checkpoints (``--save_steps``, exact ``--resume``), tracker logging, progress bar and
@@ -34,6 +34,7 @@ from cl_plugins.integrations.modalities.text.trainer import build_strategy, drop
 from cl_plugins.integrations.runs import atomic
 from cl_plugins.integrations.runs.cli import config_from_args, one_line_errors
 from cl_plugins.integrations.runs.guard import guarded
+from cl_plugins.integrations.runs.layout import RunLayout
 
 
 def offline_mlm(config: MabelConfig) -> Path:
@@ -61,7 +62,7 @@ def build_model(config: MabelConfig) -> MabelModel:
 
 
 @guarded
-def run(config: MabelConfig) -> dict[str, Any]:
+def run(config: MabelConfig, *, layout: RunLayout) -> dict[str, Any]:
     from accelerate.utils import set_seed
 
     if not config.model:
@@ -77,12 +78,10 @@ def run(config: MabelConfig) -> dict[str, Any]:
     if config.bias_eval:
         from cl_plugins.integrations.hosts.mabel.evaluate import evaluate_bias, summary_row
 
-        chosen = summary["best"] or summary["final"]
+        chosen = summary["best"] or summary["model"]
         bias = evaluate_bias(chosen, limit=config.bias_eval_limit, seat_samples=config.seat_samples)
         summary["bias"] = {**bias, "summary": summary_row(bias)}
-    out = Path(config.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    atomic.write_json(out / "train_summary.json", {**summary, "config": asdict(config)})
+    atomic.write_json(layout.summary, {**summary, "config": asdict(config)})
     return summary
 
 

@@ -20,7 +20,7 @@ The protocol of ``talreiss/Mean-Shifted-Anomaly-Detection``, one normal class at
 
 Backbones (``--backbone_path``): a torchvision-format ResNet state dict (``--arch resnet152``,
 ImageNet stem, 224 × 224 inputs: the paper's setting with ImageNet weights), or a
-``backbone/`` written by :mod:`cl_plugins.integrations.hosts.vision.train` (the offline default; its own
+``model/`` written by ``vision-train`` (or its run folder: the offline default; its own
 resolution and normalisation). The default pretraining uses only CIFAR-10 *training* images and
 no labels, so neither the test split nor any label of the one-class task reaches the backbone.
 """
@@ -48,8 +48,8 @@ from cl_plugins.integrations.modalities.images.resnet import ResNet, build_resne
 from cl_plugins.integrations.runs import atomic, saved_model
 from cl_plugins.integrations.runs.accelerate_setup import end_tracking, make_accelerator
 from cl_plugins.integrations.runs.cli import one_line_errors, parse_config
-from cl_plugins.integrations.runs.config import seed_folder
 from cl_plugins.integrations.runs.guard import guarded
+from cl_plugins.integrations.runs.layout import RunLayout
 from cl_plugins.integrations.runs.results import mean_std, write_json
 from cl_plugins.integrations.runs.training import Hooks, Plan, Run, RunState, fit
 
@@ -153,12 +153,12 @@ def one_class_data(
     return train, test, (test_y != normal).long()
 
 
-def run_one_class(config: MSCConfig, normal: int, seed: int, splits: Splits) -> dict[str, Any]:
+def run_one_class(config: MSCConfig, layout: RunLayout, normal: int, seed: int, splits: Splits) -> dict[str, Any]:
     from accelerate.utils import set_seed
     from torch.utils.data import DataLoader, TensorDataset
 
-    out = Path(config.output_dir) / f"class{normal}_{seed_folder(seed)}"
-    accelerator = make_accelerator(out, mixed_precision=config.mixed_precision, log_with=config.log_with)
+    layout = layout.seed(seed, prefix=f"class{normal}_")
+    accelerator = make_accelerator(layout.folder, mixed_precision=config.mixed_precision, log_with=config.log_with)
     set_seed(seed)
     backbone, evaluation, augment, _ = load_msc_backbone(config)
     if config.freeze:
@@ -195,7 +195,7 @@ def run_one_class(config: MSCConfig, normal: int, seed: int, splits: Splits) -> 
     optimizer = torch.optim.SGD(params, lr=config.lr, weight_decay=config.weight_decay)
     loader = DataLoader(TensorDataset(train), batch_size=config.batch_size, shuffle=True, drop_last=False)
     t0 = time.time()
-    run = Run.of(config, out, f"MSC class {normal} {config.loss}", "msc", normal_class=normal, seed=seed)
+    run = Run.of(config, layout, f"MSC class {normal} {config.loss}", "msc", normal_class=normal, seed=seed)
     hooks = Hooks(on_start=on_start, on_epoch_end=on_epoch_end, skip_batch=lambda batch: batch[0].shape[0] < 2)
     state = fit(accelerator, model, optimizer, loader, Plan(config.epochs, keep=config.keep_checkpoints), run, hooks)
     end_tracking(accelerator)
@@ -205,13 +205,13 @@ def run_one_class(config: MSCConfig, normal: int, seed: int, splits: Splits) -> 
 
 
 @guarded
-def run(config: MSCConfig) -> dict[str, Any]:
+def run(config: MSCConfig, *, layout: RunLayout) -> dict[str, Any]:
     """Every normal class × seed; ``results.json`` holds per-epoch AUCs and the final mean over classes."""
     if any(not 0 <= c < 10 for c in config.normal_classes):
         raise ValueError(f"normal_classes must be CIFAR-10 class indices 0..9, got {config.normal_classes}")
     load_msc_backbone(config)  # a file that is not a backbone is refused before the data is read
     splits = load_splits(config)
-    runs = [run_one_class(config, c, s, splits) for s in config.seeds for c in config.normal_classes]
+    runs = [run_one_class(config, layout, c, s, splits) for s in config.seeds for c in config.normal_classes]
 
     def class_mean(seed: int, epoch: int) -> float:
         values = [r["roc_auc"][epoch] for r in runs if r["seed"] == seed]
@@ -232,7 +232,7 @@ def run(config: MSCConfig) -> dict[str, Any]:
         "mean_roc_auc_before": mean_std(start)[0],
     }
     if PartialState().is_main_process:  # the other ranks hold no ROC-AUC after epoch 0
-        write_json(Path(config.output_dir) / "results.json", summary)
+        write_json(layout.summary, summary)
     return summary
 
 

@@ -14,8 +14,8 @@ MSC_TAU = 0.25
 @dataclass(kw_only=True)
 class MSCConfig(RunConfig):
     backbone_path: str = field(
-        default="outputs/vision/backbone",
-        metadata={"help": "backbone/ folder written by vision-train, or a torchvision ResNet state dict (.pth)"},
+        default="outputs/vision",
+        metadata={"help": "run (or its model/) written by vision-train, or a torchvision ResNet state dict (.pth)"},
     )
     arch: str = field(default="resnet152", metadata={"help": "architecture of a torchvision state dict"})
     image_size: int = field(default=224, metadata={"help": "input size for torchvision weights (MSC: 224)"})

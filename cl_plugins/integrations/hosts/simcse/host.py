@@ -39,8 +39,8 @@ _HERE = __name__.rpartition(".")[0]
 
 HOST = Host(
     "simcse", "SimCSE (Gao et al., 2021): unsupervised and supervised sentence embeddings",
-    commands=(Command("simcse-main", f"{_HERE}.train_then_evaluate", "the main job: unsupervised SimCSE + MACL, evaluated "
-                      "before/after", f"{_HERE}.configs:train_then_evaluate_parser"),
+    commands=(Command("simcse-main", f"{_HERE}.train_then_evaluate", "the main job: unsupervised SimCSE + MACL, "
+                      "evaluated before/after", f"{_HERE}.configs:train_then_evaluate_parser"),
               Command("simcse-train", f"{_HERE}.train", "SimCSE training with any strategy",
                       f"{_HERE}.configs:train_parser"),
               Command("simcse-eval", f"{_HERE}.evaluate", "SentEval STS / transfer evaluation of a sentence encoder",

@@ -10,7 +10,7 @@
 * ``--save_steps`` writes a full training state (model, optimizer, scheduler, RNG, data position)
   to ``OUTPUT/checkpoints/step_N``; ``--resume`` continues bit for bit from the newest.
 * Every ``--eval_steps`` the STS-B dev Spearman is computed and the best model is kept in
-  ``OUTPUT/best`` (SimCSE's model selection); the final model goes to ``OUTPUT/final``.
+  ``OUTPUT/best`` (SimCSE's model selection); the final model goes to ``OUTPUT/model``.
 """
 
 from __future__ import annotations

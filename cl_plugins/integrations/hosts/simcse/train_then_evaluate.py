@@ -36,6 +36,7 @@ from cl_plugins.integrations.modalities.text.trainer import train
 from cl_plugins.integrations.runs import atomic
 from cl_plugins.integrations.runs.cli import one_line_errors, parse_loss_args
 from cl_plugins.integrations.runs.guard import preflight
+from cl_plugins.integrations.runs.layout import RunLayout
 
 
 def wiki_file(paper: bool) -> Path:
@@ -100,7 +101,8 @@ def main(argv: list[str] | None = None) -> None:
     from accelerate import PartialState
 
     args = build_parser().parse_args(argv)
-    job, out = resolve(args), Path(args.output_dir)
+    job = resolve(args)
+    layout = RunLayout.of(job.config)
     preflight(job.config)  # a folder that would be refused is refused before the first evaluation
     use_every_core()
     main_process = PartialState().is_main_process
@@ -115,7 +117,7 @@ def main(argv: list[str] | None = None) -> None:
     t_train = time.time() - t0 - t_before
     if not main_process:
         return
-    selected = out / "best" if atomic.is_complete(out / "best") else out / "final"
+    selected = layout.best if atomic.is_complete(layout.best) else layout.model
     t_after = time.time()
     results[f"after ({args.loss})"] = evaluate_with(job, args.tasks, selected, timings["after"])
     seconds = dict(before=t_before, train=t_train, after=time.time() - t_after, total=time.time() - t0)
@@ -129,8 +131,8 @@ def main(argv: list[str] | None = None) -> None:
           f"{_stage_times(timings['after'], seconds['after'], 'after')}")  # fmt: skip
     record = dict(results=results, summary=summary, model=job.config.model, loss=args.loss, loss_args=strategy,
                   train_file=job.config.train_file, seconds=seconds)  # fmt: skip
-    atomic.write_json(out / "results.json", record)
-    print(f"results written to {out / 'results.json'}")
+    atomic.write_json(layout.summary, record)
+    print(f"results written to {layout.summary}")
 
 
 def evaluate_with(job: Job, tasks: str, model: str | Path, timings: dict) -> dict:

@@ -44,7 +44,7 @@ class VisionConfig(RunConfig):
     eval_every: int = field(default=10, metadata={"help": "kNN evaluation every N epochs (0: only at the end)"})
     linear_epochs: int = field(default=100, metadata={"help": "linear-probe epochs at the end (0: skip)"})
     seed: int = field(default=0, metadata={"help": "seed of initialisation, data order and augmentation"})
-    output_dir: str = output_dir_field("outputs/vision", "checkpoints, backbone/, results.json")
+    output_dir: str = output_dir_field("outputs/vision", "checkpoints, model/ (the backbone), results.json")
     checkpoint_every: int = field(default=1, metadata={"help": "checkpoint every N epochs (and at the end)"})
     stop_after_epochs: int = field(
         default=0, metadata={"help": "stop once this many epochs are done (split a run into jobs; then --resume)"}

@@ -10,7 +10,7 @@ backbone features. A linear probe on frozen features ends the run. ``--subset_pe
 ``--image_size`` and ``--width`` shrink the run for a CPU.
 
 Outputs in ``--output_dir``: ``results.json`` (kNN per evaluation, final kNN and linear probe),
-``backbone/`` (the backbone alone, loadable by
+``model/`` (the backbone alone, loadable by
 :func:`cl_plugins.integrations.modalities.images.backbone.load_backbone`, e.g. as MSC's default
 backbone), Accelerate checkpoints (``--resume`` continues exactly) and tracker logs (loss,
 temperature statistics of the strategy, kNN accuracy).
@@ -47,6 +47,7 @@ from cl_plugins.integrations.modalities.images.resnet import ResNet, build_resne
 from cl_plugins.integrations.runs.accelerate_setup import end_tracking, make_accelerator
 from cl_plugins.integrations.runs.cli import one_line_errors, parse_config
 from cl_plugins.integrations.runs.guard import guarded
+from cl_plugins.integrations.runs.layout import RunLayout
 from cl_plugins.integrations.runs.results import write_json
 from cl_plugins.integrations.runs.training import Hooks, Plan, Run, RunState, fit
 
@@ -134,7 +135,7 @@ def cosine_schedule(optimizer: torch.optim.Optimizer, total_steps: int, warmup_f
 
 def save_backbone(folder: Path, config: VisionConfig, backbone: ResNet, in_channels: int,
                   records: dict[str, Any] | None = None) -> None:
-    """``backbone/``: the trained ResNet with what rebuilds it and its input transform
+    """``model/``: the trained ResNet with what rebuilds it and its input transform
     (:func:`cl_plugins.integrations.modalities.images.backbone.load_backbone`)."""
     mean, std = normalisation(config)
     model = {"arch": config.arch, "cifar_stem": True, "width": config.width, "in_channels": in_channels,
@@ -162,15 +163,14 @@ def evaluate(
 
 
 @guarded
-def run(config: VisionConfig) -> dict[str, Any]:
+def run(config: VisionConfig, *, layout: RunLayout) -> dict[str, Any]:
     """Train, evaluate (kNN during training, kNN + linear probe at the end); returns ``results.json``."""
     from accelerate.utils import set_seed
     from torch.utils.data import DataLoader, TensorDataset
 
     if config.eval_every < 0 or config.epochs < 1:
         raise ValueError("epochs must be >= 1 and eval_every >= 0")
-    out = Path(config.output_dir)
-    accelerator = make_accelerator(out, mixed_precision=config.mixed_precision, log_with=config.log_with)
+    accelerator = make_accelerator(layout.folder, mixed_precision=config.mixed_precision, log_with=config.log_with)
     set_seed(config.seed)
     train = load_split(config, "train")
     images, labels = training_set(config, train)
@@ -196,7 +196,7 @@ def run(config: VisionConfig) -> dict[str, Any]:
     t0 = time.time()
     plan = Plan(config.epochs, stop_after_epochs=config.stop_after_epochs, save_every=config.checkpoint_every,
                 keep=config.keep_checkpoints)  # fmt: skip
-    run = Run.of(config, out, f"{config.framework} {config.loss}", "vision_ssl")
+    run = Run.of(config, layout, f"{config.framework} {config.loss}", "vision_ssl")
     hooks = Hooks(after_step=lambda state: model.momentum_update(), on_epoch_end=on_epoch_end)
     schedule = functools.partial(cosine_schedule, warmup_fraction=config.warmup_epochs / config.epochs)
     state = fit(accelerator, model, optimizer, loader, plan, run, hooks, schedule=schedule)
@@ -212,11 +212,11 @@ def run(config: VisionConfig) -> dict[str, Any]:
     if state.epoch < config.epochs:  # --stop_after_epochs: a part of the run, not a result
         accelerator.print(f"stopped after epoch {state.epoch} of {config.epochs}; --resume continues the run")
     elif accelerator.is_main_process:
-        save_backbone(out / "backbone", config, model.backbone, in_channels, state.records)
+        save_backbone(layout.model, config, model.backbone, in_channels, state.records)
         final = evaluate(config, model.backbone, sets, accelerator.device, linear=True)
         result.update(final)
         accelerator.log({f"eval/{k}": v for k, v in final.items()}, step=state.step)
-        write_json(out / "results.json", result)
+        write_json(layout.results, result)
         accelerator.print(json.dumps({k: round(100 * v, 2) for k, v in final.items()}))
     end_tracking(accelerator)
     return result

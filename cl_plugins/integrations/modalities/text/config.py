@@ -16,7 +16,7 @@ POOLERS = ("cls", "cls_before_pooler", "avg", "avg_top2", "avg_first_last")
 class TrainConfig(RunConfig):
     model: str = field(metadata={"help": "Hugging Face BERT/RoBERTa checkpoint directory (or hub name online)"})
     train_file: str = field(metadata={"help": "one sentence per line (unsupervised) or sent0,sent1,hard_neg CSV"})
-    output_dir: str = output_dir_field("outputs/simcse", "checkpoints, logs, best/ and final/")
+    output_dir: str = output_dir_field("outputs/simcse", "checkpoints, logs, best/ and model/")
     temp: float = field(default=0.05, metadata={"help": "SimCSE's temperature: the strategy's host τ (infonce's τ)"})
     pooler: str = field(default="cls", metadata={"help": f"one of {', '.join(POOLERS)}"})
     mlp_only_train: bool = field(default=False, metadata={"help": "use the MLP head in training only"})

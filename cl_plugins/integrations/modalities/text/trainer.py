@@ -8,7 +8,7 @@ Accelerate, in SimCSE's recipe (MABEL's trainer is this one with its own model a
 * ``save_steps`` writes a full training state (model, optimizer, scheduler, RNG, data position)
   to ``OUTPUT/checkpoints/step_N``; ``resume`` continues bit for bit from the newest.
 * Every ``eval_steps`` the STS-B dev Spearman is computed and the best model is kept in
-  ``OUTPUT/best`` (SimCSE's model selection); the final model goes to ``OUTPUT/final``.
+  ``OUTPUT/best`` (SimCSE's model selection); the final model goes to ``OUTPUT/model``.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from cl_plugins.integrations.modalities.text.export import write_modules
 from cl_plugins.integrations.runs import saved_model
 from cl_plugins.integrations.runs.accelerate_setup import end_tracking, make_accelerator
 from cl_plugins.integrations.runs.guard import guarded
+from cl_plugins.integrations.runs.layout import RunLayout
 from cl_plugins.integrations.runs.training import Hooks, Plan, Run, RunState, fit
 
 
@@ -141,6 +142,7 @@ def train(
     items: list[tuple[str, ...]] | list[str] | None = None,
     model: SimCSEModel | None = None,
     project: str = "simcse",
+    layout: RunLayout,
 ) -> dict[str, Any]:
     """Run training; returns a summary (steps, best dev Spearman, paths).
 
@@ -151,11 +153,9 @@ def train(
     from transformers import AutoTokenizer, get_linear_schedule_with_warmup
 
     check_model_path(config.model)
-    out = Path(config.output_dir)
     # find_unused_parameters: the checkpoint's own pooler layer is used by none of SimCSE's poolers
-    accelerator = make_accelerator(
-        out, config.gradient_accumulation_steps, config.mixed_precision, config.log_with, find_unused_parameters=True
-    )
+    accelerator = make_accelerator(layout.folder, config.gradient_accumulation_steps, config.mixed_precision,
+                                   config.log_with, find_unused_parameters=True)  # fmt: skip
     set_seed(config.seed)
     tokenizer = pretrained(AutoTokenizer, config.model)
     loader, sampler, collate = training_data(config, tokenizer, items)
@@ -166,12 +166,11 @@ def train(
 
     def on_step_end(state: RunState) -> None:
         if config.eval_steps and state.step % config.eval_steps == 0:
-            _evaluate_and_keep_best(accelerator, unwrapped, tokenizer, state, out, config, project)
+            _evaluate_and_keep_best(accelerator, unwrapped, tokenizer, state, layout, config, project)
 
     plan = Plan(config.epochs, config.max_steps, save_every=config.save_steps, save_unit="step",
                 keep=config.keep_checkpoints, seekable=True)  # fmt: skip
-    run = Run(out / "checkpoints", config.resume, config.progress, f"{project} {config.loss}",
-              tracking=(project, asdict(config)))  # fmt: skip
+    run = Run.of(config, layout, f"{project} {config.loss}", project)
     hooks = Hooks(on_epoch_start=lambda state: _set_epoch(sampler, collate, state.epoch), on_step_end=on_step_end,
                   step_logs=lambda: _step_logs(unwrapped))  # fmt: skip
 
@@ -180,10 +179,10 @@ def train(
 
     state = fit(accelerator, model, optimizer, loader, plan, run, hooks, schedule=schedule)
     if config.eval_steps and state.step % config.eval_steps:  # not already evaluated at this step
-        _evaluate_and_keep_best(accelerator, unwrapped, tokenizer, state, out, config, project)
+        _evaluate_and_keep_best(accelerator, unwrapped, tokenizer, state, layout, config, project)
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
-        save_model(unwrapped, tokenizer, out / "final", config, project, {"step": state.step, **state.records})
+        save_model(unwrapped, tokenizer, layout.model, config, project, {"step": state.step, **state.records})
     end_tracking(accelerator)
     curve = [tuple(point) for point in state.records.get("dev", [])]
     return dict(
@@ -191,8 +190,8 @@ def train(
         strategy=unwrapped.loss_fn.hyperparameters(),  # what trained: preset, --temp and --loss_arg applied
         best_stsb_dev=max((score for _, score in curve), default=-math.inf),
         dev_curve=curve,
-        final=str(out / "final"),
-        best=str(out / "best") if config.eval_steps else None,
+        model=str(layout.model),
+        best=str(layout.best) if config.eval_steps else None,
     )
 
 
@@ -210,7 +209,7 @@ def _step_logs(model: SimCSEModel) -> dict[str, float]:
     return logs
 
 
-def _evaluate_and_keep_best(accelerator: Any, model: SimCSEModel, tokenizer: Any, state: RunState, out: Path,
+def _evaluate_and_keep_best(accelerator: Any, model: SimCSEModel, tokenizer: Any, state: RunState, layout: RunLayout,
                             config: TrainConfig, project: str) -> None:  # fmt: skip
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
@@ -221,7 +220,7 @@ def _evaluate_and_keep_best(accelerator: Any, model: SimCSEModel, tokenizer: Any
         if score > best:
             best = score
             # the previous best stays until this one is complete
-            save_model(model, tokenizer, out / "best", config, project, {"step": state.step, "stsb_dev": score})
+            save_model(model, tokenizer, layout.best, config, project, {"step": state.step, "stsb_dev": score})
         accelerator.print(f"step {state.step}: STS-B dev Spearman {score:.2f} (best {best:.2f})")
     model.train()
     accelerator.wait_for_everyone()

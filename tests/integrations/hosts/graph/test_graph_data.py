@@ -171,7 +171,7 @@ def test_graphcl_transfer_end_to_end(data_root, tmp_path):
     out = graphcl_transfer.run(cfg)
     entry = out["datasets"]["bace"]
     assert entry["molecules"] == 1513 and 0.0 < entry["test_auc_last_mean"] <= 100.0
-    assert saved_model.is_saved_model(tmp_path / "pretrained_gin")
+    assert saved_model.is_saved_model(tmp_path / "model")
 
 
 def test_evaluate_cli_checkpoint_equals_saved_embeddings(data_root, tmp_path, capsys):

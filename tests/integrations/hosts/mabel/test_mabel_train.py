@@ -102,9 +102,9 @@ def test_train_end_to_end_with_bias_eval(tiny_mlm, tmp_path, data_root):
     assert summary["steps"] == 3 and summary["train_items"] == 12
     row = summary["bias"]["summary"]
     assert 0 <= row["stereoset_all_ss"] <= 100 and 0 <= row["crows"] <= 100 and row["seat_mean_abs_d"] >= 0
-    saved = json.loads((tmp_path / "out" / "final" / "cl_plugins.json").read_text())
+    saved = json.loads((tmp_path / "out" / "model" / "cl_plugins.json").read_text())
     assert saved["trainer"] == "mabel" and saved["model"]["head"] == "mabel"
-    assert (tmp_path / "out" / "train_summary.json").exists()
+    assert (tmp_path / "out" / "results.json").exists()
 
 
 def test_entry_point_help_and_two_processes(tiny_mlm, tmp_path, data_root):
@@ -118,7 +118,7 @@ def test_entry_point_help_and_two_processes(tiny_mlm, tmp_path, data_root):
            "--log_with", "none", "--no-progress", "--no-bias_eval", "--output_dir", str(tmp_path / "ddp")]  # fmt: skip
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert res.returncode == 0, failure_report(res)
-    assert (tmp_path / "ddp" / "final" / "config.json").exists()
+    assert (tmp_path / "ddp" / "model" / "config.json").exists()
 
 
 def test_snli_triples_are_readable_for_smoke_runs(data_root):

@@ -82,7 +82,7 @@ SIMCSE_ARGS = {
 def test_every_strategy_trains(tiny, tmp_path, loss):
     summary = train(_config(tiny, tmp_path, loss=loss, loss_args=SIMCSE_ARGS.get(loss, {}), max_steps=2))
     assert summary["steps"] == 2
-    saved = json.loads((tmp_path / "final" / "cl_plugins.json").read_text())
+    saved = json.loads((tmp_path / "model" / "cl_plugins.json").read_text())
     assert saved["trainer"] == "simcse" and saved["run"]["loss"] == loss
 
 
@@ -114,8 +114,8 @@ def test_resume_continues_bit_for_bit(tiny, tmp_path):
     shutil.copy(tmp_path / "a" / "cl_plugins_run.json", tmp_path / "b")
     resumed = train(_config(tiny, tmp_path / "b", resume=True, **kw))
     assert straight["steps"] == resumed["steps"] == 8
-    a = load_file(str(tmp_path / "a" / "final" / "model.safetensors"))
-    b = load_file(str(tmp_path / "b" / "final" / "model.safetensors"))
+    a = load_file(str(tmp_path / "a" / "model" / "model.safetensors"))
+    b = load_file(str(tmp_path / "b" / "model" / "model.safetensors"))
     assert a.keys() == b.keys()
     assert all(torch.equal(a[k], b[k]) for k in a)
     fresh = load_file(str(tiny[1] / "model.safetensors"))

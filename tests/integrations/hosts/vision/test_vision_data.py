@@ -76,8 +76,8 @@ def test_ssl_run_resumes_exactly(data_root, tmp_path):
     )
     assert resumed["epoch_loss"] == straight["epoch_loss"]  # the whole run's, not only the part after the resume
     assert resumed["history"] == straight["history"]
-    a = saved_model.read(tmp_path / "a" / "backbone", ["vision"], "backbone").weights
-    b = saved_model.read(tmp_path / "b" / "backbone", ["vision"], "backbone").weights
+    a = saved_model.read(tmp_path / "a" / "model", ["vision"], "backbone").weights
+    b = saved_model.read(tmp_path / "b" / "model", ["vision"], "backbone").weights
     assert all(torch.equal(a[k], b[k]) for k in a)
     saved = json.loads((tmp_path / "a" / "results.json").read_text())
     assert 0 <= saved["knn_top1"] <= 1 and 0 <= saved["linear_top1"] <= 1 and saved["train_images"] == 60
@@ -99,7 +99,7 @@ def test_long_tail_and_fashion_mnist_runs(data_root, tmp_path):
         pytest.skip("Fashion-MNIST not installed")
     fm = _train(tmp_path / "fm", "--epochs", "1", "--dataset", "fashion_mnist", "--image_size", "28")
     assert "knn_top1" in fm
-    assert saved_model.read_info(tmp_path / "fm" / "backbone", ["vision"], "backbone").model["in_channels"] == 1
+    assert saved_model.read_info(tmp_path / "fm" / "model", ["vision"], "backbone").model["in_channels"] == 1
 
 
 def test_msc_on_the_ssl_backbone(data_root, tmp_path):
@@ -107,14 +107,14 @@ def test_msc_on_the_ssl_backbone(data_root, tmp_path):
     from cl_plugins.integrations.hosts.msc.anomaly import main
 
     summary = main(
-        ["--backbone_path", str(tmp_path / "ssl" / "backbone"), "--normal_classes", "3", "--epochs", "1",
+        ["--backbone_path", str(tmp_path / "ssl"), "--normal_classes", "3", "--epochs", "1",
          "--train_per_class", "40", "--test_per_class", "6", "--batch_size", "16", "--loss", "temperature_free",
          "--output_dir", str(tmp_path / "msc"), "--log_with", "none", "--no-progress", "--lr", "0.01"]
     )  # fmt: skip
     run = summary["runs"][0]
     assert len(run["roc_auc"]) == 2 and all(0 <= a <= 1 for a in run["roc_auc"])
     assert summary["mean_roc_auc"] == pytest.approx(100 * run["roc_auc"][-1])
-    meta = saved_model.read_info(tmp_path / "ssl" / "backbone", ["vision"], "backbone").run
+    meta = saved_model.read_info(tmp_path / "ssl" / "model", ["vision"], "backbone").run
     assert meta["dataset"] == "cifar10"  # training split only, no labels: no leakage into the one-class task
     with pytest.raises(SystemExit) as exit_info:  # a user error: one line, exit code 2
         main(["--backbone_path", str(tmp_path / "none.pt"), "--log_with", "none"])
@@ -138,7 +138,7 @@ def test_two_process_run(data_root, tmp_path):
     assert 0 <= saved["knn_top1"] <= 1
     msc_script = str(ROOT / "examples" / "msc_anomaly.py")
     msc = [*torchrun(2), msc_script]
-    msc += ["--backbone_path", str(tmp_path / "backbone"), "--normal_classes", "2", "--epochs", "1"]
+    msc += ["--backbone_path", str(tmp_path), "--normal_classes", "2", "--epochs", "1"]
     msc += ["--train_per_class", "32", "--test_per_class", "5", "--batch_size", "8", "--log_with", "none"]
     msc += ["--no-progress", "--output_dir", str(tmp_path / "msc")]
     out = subprocess.run(msc, capture_output=True, text=True, timeout=300, cwd=ROOT)
