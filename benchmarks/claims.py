@@ -644,8 +644,9 @@ def imbalance_lines(runs: list[dict]) -> list[str]:
 
 
 #: the labelled settings of ``vision-labels`` (balanced CPU-sized SimCLR), each paired with vision-lt's ``infonce``
-LABEL_SETTINGS = ((({"exclude": "same_label"}), '`exclude="same_label"` (two images of a class are no negatives)'),
-                  (({"positives": "label"}), '`positives="label"` (supervised contrastive, L_out)'))  # fmt: skip
+LABEL_SETTINGS = (({"label_policy": "exclude"}, '`label_policy="exclude"` (two images of a class are no negatives)'),
+                  ({"label_policy": "positives_out"},
+                   '`label_policy="positives_out"` (supervised contrastive, L_out)'))  # fmt: skip
 
 
 def labels_lines(runs: list[dict]) -> list[str]:

@@ -33,8 +33,8 @@ Experiments:
   the five side by side took 1,020–1,083 s per 30-epoch run each (seeds 0 and 1), final evaluation included (one
   run alone: 16 s for its first epoch); two seeds at once (ten runs) would not fit a session's 30 device minutes.
 * ``vision-labels``: labels in the balanced ``vision-lt`` setting (the same runs otherwise, paired by seed with its
-  ``infonce`` rows): ``infonce`` at τ 0.1 with ``exclude="same_label"`` (two images of a class are no negatives of
-  each other) and with ``positives="label"`` (supervised contrastive learning, Khosla et al.'s L_out).
+  ``infonce`` rows): ``infonce`` at τ 0.1 with ``label_policy="exclude"`` (two images of a class are no negatives of
+  each other) and with ``label_policy="positives_out"`` (supervised contrastive learning, Khosla et al.'s L_out).
 * ``vision-lt-epochs``: the convergence check: ``infonce`` on the long tail at 400 epochs, to compare with its
   200-epoch row (``benchmarks/claims.py`` states each doubling's gain and which budget, if any, converges).
 
@@ -99,7 +99,7 @@ SETTINGS: dict[str, list[tuple[str, dict[str, Any]]]] = {
     **{e: [(s, kukleva_scaled(epochs) if s == "cosine_schedule" else {}) for s in VISION_STRATEGIES]
        for e, epochs in VISION_EPOCHS.items()},
     "vision-lt-epochs": [("infonce", {"epochs": 400})],
-    "vision-labels": [("infonce", {"exclude": "same_label"}), ("infonce", {"positives": "label"})],
+    "vision-labels": [("infonce", {"label_policy": "exclude"}), ("infonce", {"label_policy": "positives_out"})],
     # the budget is in the row key, so rows of another budget are never paired with these (nor reused)
     "vision-gpu": [(s, {"epochs": VISION_GPU["epochs"]}) for s in VISION_GPU_STRATEGIES],
 }

@@ -195,21 +195,23 @@ CASES: dict[str, tuple[str, Callable[[int], Loss | None]]] = {
     "infonce [fused]": ("simclr", ours("infonce", kernel="fused")),
     "infonce [stream]": ("simclr", ours("infonce", kernel="stream")),
     "amcl mle (3 heads)": ("simclr", ours("amcl", form="mle")),  # the paper's MLE form: O(N²·hidden)
-    # exclude="same_label" on 100 classes: the label masks' cost beside the unlabelled rows above
-    **{f"{name} + same_label": ("simclr", labelled(ours(name, exclude="same_label")))
+    # label_policy="exclude" on 100 classes: the label masks' cost beside the unlabelled rows above
+    **{f"{name} + same_label": ("simclr", labelled(ours(name, label_policy="exclude")))
        for name in ("infonce", "macl", "dystress", "temperature_free")},  # fmt: skip
-    "infonce [stream] + same_label": ("simclr", labelled(ours("infonce", kernel="stream", exclude="same_label"))),
+    "infonce [stream] + same_label": ("simclr", labelled(ours("infonce", kernel="stream", label_policy="exclude"))),
     # the per-pair maps compiled into one loop (compile_maps=True; the first call compiles, outside the timings)
     **{f"{name} [compiled]": ("simclr", ours(name, compile_maps=True)) for name in ("dystress", "temperature_free")},
     **{f"{name} [compiled]{CROSS}": ("cross_view", ours(name, layout="cross_view", compile_maps=True))
        for name in ("dystress", "temperature_free")},  # fmt: skip
-    # positives="label" (supervised contrastive) on 100 classes, each form, and its peer
-    **{f"infonce + supcon {form}": ("simclr", labelled(ours("infonce", positives="label", positive_form=form)))
+    # label_policy="positives_out" (supervised contrastive) on 100 classes, each form, and its peer
+    **{f"infonce + supcon {form}": ("simclr", labelled(ours("infonce", label_policy=f"positives_{form}")))
        for form in ("out", "in", "pair")},  # fmt: skip
-    "macl + supcon out": ("simclr", labelled(ours("macl", positives="label"))),
-    "infonce [stream] + supcon out": ("simclr", labelled(ours("infonce", kernel="stream", positives="label"))),
+    "macl + supcon out": ("simclr", labelled(ours("macl", label_policy="positives_out"))),
+    "infonce [stream] + supcon out": ("simclr", labelled(ours("infonce", kernel="stream",
+                                                              label_policy="positives_out"))),
     "infonce [stream] + supcon out (1000 classes)": ("simclr", labelled(ours("infonce", kernel="stream",
-                                                                             positives="label"), classes=1000)),
+                                                                             label_policy="positives_out"),
+                                                                        classes=1000)),
     "pytorch-metric-learning SupConLoss (100 classes)": ("simclr", lambda dim: pml_supcon()),
     "F.cross_entropy" + CROSS: ("cross_view", lambda dim: plain_cross_view),
     "info-nce-pytorch InfoNCE": ("cross_view", lambda dim: info_nce()),

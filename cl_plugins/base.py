@@ -20,12 +20,13 @@ from torch import nn
 from .distributed import ProcessesDisagree, all_reduce_sum, is_distributed, refuse_on_every_rank, world_size
 from .extension import LazyLogits, LogitMap, Pairs, softplus
 from .kernels.dispatch import KERNELS, KernelChoice, choose
-from .layouts import LAYOUTS, Labels, NoNegatives, PairBlock, at_least_float32, build_blocks, unit_rows
+from .labels import Labels, refuse_replaced
+from .labels import label_policy as label_policy_of
+from .layouts import LAYOUTS, NoNegatives, PairBlock, at_least_float32, build_blocks, unit_rows
 from .validation import ArgumentTypeError, check_choice, check_pair, check_range, check_similarity
 
 Reduction = Literal["mean", "sum", "none"]
 REDUCTIONS = ("mean", "sum", "none")
-POSITIVE_FORMS = ("out", "in", "pair")
 
 
 class ContrastiveLoss(nn.Module):
@@ -57,27 +58,12 @@ class ContrastiveLoss(nn.Module):
         strict: refuse a batch in which no anchor has a negative (a batch of one, every label the same) instead
             of returning its defined loss, 0 with zero gradients (``stats["rows_without_negative"]`` counts such
             rows); the decoupled forms and FlatNCE refuse it always (default: False).
-        exclude: ``"same_label"`` removes every candidate that shares its anchor's label from the negatives
-            (false-negative elimination; the positives are unchanged), given ``labels=`` [N] in each call
-            (and ``queue_labels=`` [K] for ``layout="queue"``); labels are gathered with the candidates and
-            each kernel tile derives its mask from the two label vectors. None: no labels (default: None).
-        positives: ``"label"``: supervised contrastive learning (Khosla et al., NeurIPS 2020): every candidate
-            sharing its anchor's label is a positive too, given ``labels=`` as for ``exclude`` (the two are
-            exclusive). With P(a) an anchor's positives (its own and the other candidates of its label), N(a) its
-            negatives (the other labels) and l the strategy's logits, ``positive_form`` says how they make a loss.
-            None: the layout's one positive per anchor (default: None).
-        positive_form: with ``positives="label"`` (default: ``"out"``):
-            ``"out"``, Khosla et al.'s L_out (their default): (1/|P|) sum_p -log(e^l_ap / sum_{P+N} e^l), i.e. the
-            other positives stay in each pair's denominator;
-            ``"in"``, their L_in: -log((1/|P|) sum_p e^l_ap / sum_{P+N} e^l), one term per anchor;
-            ``"pair"``, pytorch-metric-learning's ``NTXentLoss`` with labels: -log(e^l_ap / (e^l_ap + sum_N e^l))
-            for every positive pair, averaged over all pairs (its ``MeanReducer``), the other positives outside the
-            denominator. Strategies see, per pair, the d with softplus(d) equal to that pair's InfoNCE term
-            (per anchor for "in": d = LSE_N - LSE_P, plus the constant log |P|), so reweightings (MACL's
-            1/(1-P), dual temperature's intra-anchor weight) apply per positive pair, and per-pair statistics
-            (MACL's alignment, DySTreSS's positive τ) are over every positive pair; negative statistics (DySTreSS)
-            over N. Memory: one cosine per positive pair (P = sum over labels of anchors x candidates), besides
-            the kernel's.
+        label_policy: what the ``labels=`` of each call do (:mod:`cl_plugins.labels`): ``"exclude"`` (a candidate
+            sharing its anchor's label is no negative), or supervised contrastive learning, every candidate of the
+            anchor's label a positive too, in Khosla et al.'s L_out (``"positives_out"``) or L_in
+            (``"positives_in"``), or pytorch-metric-learning's per-pair form (``"positives_pair"``); labels are
+            gathered with the candidates and each kernel tile derives its mask from the two label vectors.
+            None: the loss takes no labels (default: None).
         compile_maps: run a per-pair strategy's map (DySTreSS, temperature-free) compiled into one loop with
             ``torch.compile`` (:mod:`cl_plugins.kernels.compiled`: the same values; the first call compiles, for
             seconds to a minute); where the sums need no maximum the kernels compile each whole tile or row chunk
@@ -134,13 +120,15 @@ class ContrastiveLoss(nn.Module):
         gather_distributed: bool = True,
         check_inputs: bool = True,
         kernel: str = "auto",
-        exclude: str | None = None,
-        positives: str | None = None,
-        positive_form: str = "out",
+        label_policy: str | None = None,
         compile_maps: bool | None = None,
         strict: bool = False,
+        **replaced: Any,
     ) -> None:
         super().__init__()
+        refuse_replaced(replaced)
+        if replaced:
+            raise ArgumentTypeError(f"{type(self).__name__} got unexpected argument(s) {sorted(replaced)}")
         self.layout = check_choice("layout", layout, LAYOUTS)
         if self.layout not in self.layouts:
             supported = ", ".join(repr(x) for x in self.layouts)
@@ -156,16 +144,9 @@ class ContrastiveLoss(nn.Module):
         self.gather_distributed = bool(gather_distributed)
         self.check_inputs = bool(check_inputs)
         self.kernel = check_choice("kernel", kernel, KERNELS)
-        self.exclude = None if exclude is None else check_choice("exclude", exclude, ("same_label",))
-        self.positives = None if positives is None else check_choice("positives", positives, ("label",))
-        self.positive_form = check_choice("positive_form", positive_form, POSITIVE_FORMS)
-        if self.positives is not None and self.exclude is not None:
-            raise ValueError("positives='label' already counts every same-label candidate as a positive (no negative): "
-                             "drop exclude='same_label'")  # fmt: skip
+        self.label_policy = label_policy_of(label_policy)
         self.compile_maps = None if compile_maps is None else bool(compile_maps)
         self.strict = bool(strict)
-        if self.positives is None and self.positive_form != "out":
-            raise ValueError(f"positive_form={positive_form!r} applies to positives='label' only: pass it too")
         self._stats: dict[str, list[torch.Tensor | float]] = {}
 
     # ------------------------------------------------------------------ strategy hooks
@@ -214,8 +195,8 @@ class ContrastiveLoss(nn.Module):
 
         Shapes:
             z1, z2: [N, D] (row i of z2 is the positive of row i of z1; L2-normalised here);
-            labels: [N] integer label of pair i, queue_labels: [K] of the queue's rows (``exclude="same_label"`` or
-            ``positives="label"``);
+            labels: [N] integer label of pair i, queue_labels: [K] of the queue's rows (a loss built with a
+            ``label_policy``);
             queue: [K, D] negatives for ``layout="queue"``;
             hard_negatives: [N, D] one hard negative per anchor for ``layout="cross_view"``.
             Returns a scalar, or [A] per-anchor losses with ``reduction="none"``.
@@ -363,12 +344,13 @@ class ContrastiveLoss(nn.Module):
         if hard_negatives is None and self.hard_negative_weight != 0.0 and self.layout == "cross_view":
             raise ValueError("hard_negative_weight is set but no hard_negatives= were passed")
         if (labels is None) == self.uses_labels or (queue_labels is not None and labels is None):
-            raise ValueError("labels= go with exclude='same_label' or positives='label' (build the loss with one) and "
-                             f"every call of such a loss passes labels=; got exclude={self.exclude!r}, positives="
-                             f"{self.positives!r} and labels={_shape(labels)}")  # fmt: skip
+            policy = None if self.label_policy is None else self.label_policy.name
+            raise ValueError("labels= go with a label_policy (build the loss with one) and every call of such a loss "
+                             f"passes labels=; got label_policy={policy!r} and labels={_shape(labels)}")  # fmt: skip
         call = f"{self.name}|{self.layout}|{self.symmetric}|{queue is None}|{hard_negatives is None}|{labels is None}"
         tag = zlib.crc32(call.encode())  # the processes must agree on the call, or each would wait for another
-        marked = None if labels is None else Labels(labels, queue_labels, self.gather_distributed, tag)
+        policy, gather = self.label_policy, self.gather_distributed
+        marked = None if labels is None else Labels(labels, queue_labels, policy, gather, tag)
         return build_blocks(
             self.layout,
             z1,
@@ -384,8 +366,8 @@ class ContrastiveLoss(nn.Module):
 
     @property
     def uses_labels(self) -> bool:
-        """Every call passes ``labels=`` (``exclude="same_label"`` or ``positives="label"``)."""
-        return self.exclude is not None or self.positives is not None
+        """Every call passes ``labels=`` (the loss has a ``label_policy``)."""
+        return self.label_policy is not None
 
     def block_kernel(self, block: PairBlock) -> KernelChoice:
         """The kernel ``block`` runs on (:func:`cl_plugins.kernels.dispatch.choose`; see ``kernel``)."""
@@ -396,7 +378,7 @@ class ContrastiveLoss(nn.Module):
         """Per-anchor losses [A] of one block."""
         kernel = self.block_kernel(block)
         sim = block.cosine() if kernel.name == "dense" else block.lazy(kernel)
-        return self.pairs_loss(sim, Pairs.from_block(block, None if self.positives is None else self.positive_form))
+        return self.pairs_loss(sim, Pairs.from_block(block))
 
     def pairs_loss(self, sim: torch.Tensor | LazyLogits, pairs: Pairs) -> torch.Tensor:
         positive = pairs.positive(sim).detach()

@@ -28,15 +28,16 @@ from dataclasses import dataclass
 
 import torch
 
-from .distributed import check_agreement, gather_no_grad, gather_with_grad, is_distributed
+from .distributed import check_agreement, gather_with_grad, is_distributed
 from .extension import LazyLogits
 from .kernels.dispatch import KernelChoice
+from .labels import BlockLabels, Labels
 from .validation import check_embeddings, check_feature_dim, check_integer_labels, check_rows, check_same
 
 
 class NoNegatives(ValueError):
-    """No anchor of the batch has a negative (a batch of one; every label the same under ``exclude="same_label"``
-    or ``positives="label"``). The standard forms' loss is then defined: each anchor's log-sum-exp runs over its
+    """No anchor of the batch has a negative (a batch of one; every label the same under a label policy,
+    :mod:`cl_plugins.labels`). The standard forms' loss is then defined: each anchor's log-sum-exp runs over its
     positive alone and equals the positive's logit, so every term is 0 with zero gradient; the decoupled forms'
     denominator is empty. :class:`cl_plugins.ContrastiveLoss` returns that 0, or raises this with ``strict=True``
     and for the decoupled forms."""
@@ -52,8 +53,8 @@ class PairBlock:
         anchors: [A, D]; candidates: [M, D]; pos_cols: [A]; exclude_cols: [A, k];
         positives: [A, D] or None (then column 0 is the row-wise cosine with them and the
         candidates start at column 1); hard_cols: [A] or None (column of each anchor's own
-        hard negative, which receives ``hard_negative_weight`` as a logit bias); anchor_labels: [A] and
-        cand_labels: [M] or None (``exclude="same_label"``: a candidate sharing its anchor's label is no negative).
+        hard negative, which receives ``hard_negative_weight`` as a logit bias); labels: the anchors' [A] and
+        candidates' [M] labels with the loss's label policy, or None (:class:`~cl_plugins.labels.BlockLabels`).
     """
 
     anchors: torch.Tensor
@@ -65,22 +66,14 @@ class PairBlock:
     candidates_are_anchors: bool = False
     #: every row is already of unit norm (the loss normalised its inputs before building the block)
     normalized: bool = False
-    anchor_labels: torch.Tensor | None = None
-    cand_labels: torch.Tensor | None = None
-
-    @property
-    def labels(self) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """(anchor labels [A], candidate labels [M]) when same-label candidates are excluded, else None."""
-        if self.anchor_labels is None or self.cand_labels is None:
-            return None
-        return self.anchor_labels, self.cand_labels
+    labels: BlockLabels | None = None
 
     def label_pairs(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(anchor rows, candidate indices) [Q] of every candidate of its anchor's label other than the anchor's
-        own positive and itself (its excluded columns): the other positives of ``positives="label"``, by row.
+        own positive and itself (its excluded columns): the other positives when labels make positives, by row.
         From the sorted candidate labels, never an [A, M] mask."""
         assert self.labels is not None
-        anchor, cand = (y.long() for y in self.labels)
+        anchor, cand = self.labels.anchor.long(), self.labels.candidate.long()
         order = torch.argsort(cand, stable=True)
         ordered = cand[order]
         start = torch.searchsorted(ordered, anchor)
@@ -180,34 +173,19 @@ def _local(x: torch.Tensor) -> tuple[torch.Tensor, int]:
 Gather = Callable[[torch.Tensor], tuple[torch.Tensor, int]]
 
 
-@dataclass(frozen=True)
-class Labels:
-    """A batch's labels for ``exclude="same_label"``: ``y`` [N] of this process's rows (the label of pair i),
-    ``queue`` [K] the labels of the queue's rows (``layout="queue"``)."""
-
-    y: torch.Tensor
-    queue: torch.Tensor | None = None
-    gather: bool = True
-    tag: int = 0
-
-    def gathered(self) -> torch.Tensor:
-        """Every process's labels, in the order the candidates are gathered."""
-        return gather_no_grad(self.y, self.tag) if self.gather and is_distributed() else self.y
-
-    @staticmethod
-    def refuse_anchors_without_negatives(anchors: torch.Tensor, candidates: torch.Tensor) -> None:
-        """Raise, the same on every process (both label vectors span the global batch), when an anchor's label
-        covers every candidate: no negative would be left to it. :class:`NoNegatives` when that holds for every
-        anchor (the loss is then defined: see :class:`NoNegatives`), a plain one-line error when only for some."""
-        one_label = candidates == candidates[0]
-        some, every = (anchors == candidates[0]).any(), (anchors == candidates[0]).all()
-        found = torch.stack([one_label.all() & some, one_label.all() & every]).tolist()  # one host sync
-        if found[1]:
-            raise NoNegatives(f"with labels= every anchor and candidate has label {int(candidates[0])}: no anchor has "
-                              "a negative")  # fmt: skip
-        if found[0]:
-            raise ValueError(f"with labels= an anchor of label {int(candidates[0])} has no negative: "
-                             "every candidate shares its label; use a larger or more varied batch (or queue)")
+def refuse_anchors_without_negatives(anchors: torch.Tensor, candidates: torch.Tensor) -> None:
+    """Raise, the same on every process (both label vectors span the global batch), when an anchor's label
+    covers every candidate: no negative would be left to it. :class:`NoNegatives` when that holds for every
+    anchor (the loss is then defined: see :class:`NoNegatives`), a plain one-line error when only for some."""
+    one_label = candidates == candidates[0]
+    some, every = (anchors == candidates[0]).any(), (anchors == candidates[0]).all()
+    found = torch.stack([one_label.all() & some, one_label.all() & every]).tolist()  # one host sync
+    if found[1]:
+        raise NoNegatives(f"with labels= every anchor and candidate has label {int(candidates[0])}: no anchor has "
+                          "a negative")  # fmt: skip
+    if found[0]:
+        raise ValueError(f"with labels= an anchor of label {int(candidates[0])} has no negative: "
+                         "every candidate shares its label; use a larger or more varied batch (or queue)")
 
 
 def _simclr(z1: torch.Tensor, z2: torch.Tensor, gather: Gather, labels: Labels | None) -> list[PairBlock]:
@@ -226,8 +204,8 @@ def _simclr(z1: torch.Tensor, z2: torch.Tensor, gather: Gather, labels: Labels |
     block = PairBlock(anchors, candidates, pos_cols, exclude, candidates_are_anchors=same)
     if labels is not None:
         everyone = labels.gathered()
-        Labels.refuse_anchors_without_negatives(everyone, everyone)
-        block.anchor_labels, block.cand_labels = labels.y.repeat(2), everyone.repeat(2)
+        refuse_anchors_without_negatives(everyone, everyone)
+        block.labels = labels.block(labels.y.repeat(2), everyone.repeat(2))
     return [block]
 
 
@@ -239,7 +217,7 @@ def _cross_view(
     blocks = []
     everyone = None if labels is None else labels.gathered()
     if everyone is not None and hard_negatives is None:  # a hard negative is a negative whatever the labels
-        Labels.refuse_anchors_without_negatives(everyone, everyone)
+        refuse_anchors_without_negatives(everyone, everyone)
     directions = [(z1, z2), (z2, z1)] if symmetric else [(z1, z2)]
     for anchors, keys in directions:
         keys_all, offset = gather(keys)
@@ -251,8 +229,8 @@ def _cross_view(
             keys_all = torch.cat([keys_all, hard_all], dim=0)
             if everyone is not None:
                 cand_labels = torch.cat([everyone.long(), _label_of_none(everyone, hard_all.shape[0])])
-        blocks.append(PairBlock(anchors, keys_all, pos_cols, pos_cols[:, None], hard_cols=hard_cols,
-                                anchor_labels=None if labels is None else labels.y, cand_labels=cand_labels))
+        marked = None if labels is None else labels.block(labels.y, cand_labels)
+        blocks.append(PairBlock(anchors, keys_all, pos_cols, pos_cols[:, None], hard_cols=hard_cols, labels=marked))
     return blocks
 
 
@@ -271,11 +249,10 @@ def _queue(
     directions = [(z1, z2), (z2, z1)] if symmetric else [(z1, z2)]
     # MoCo: the key is a target, the queue a fixed dictionary; neither carries gradient there,
     # but we leave detaching keys to the caller (SimCo-style symmetric use wants gradient).
-    own, stored = (None, None) if labels is None else (labels.y, labels.queue)
+    marked = None if labels is None else labels.block(labels.y, labels.queue)
     if labels is not None:
-        Labels.refuse_anchors_without_negatives(labels.gathered(), stored)
-    return [PairBlock(q, queue.detach(), zeros, zeros[:, None], positives=k, anchor_labels=own, cand_labels=stored)
-            for q, k in directions]  # fmt: skip
+        refuse_anchors_without_negatives(labels.gathered(), labels.queue)
+    return [PairBlock(q, queue.detach(), zeros, zeros[:, None], positives=k, labels=marked) for q, k in directions]
 
 
 def build_blocks(
@@ -295,8 +272,9 @@ def build_blocks(
 
     ``gather=False`` keeps candidates local even under ``torch.distributed``; ``normalized=True`` says that
     every input row is of unit norm already (the blocks then skip :func:`unit_rows`). ``tag`` identifies the
-    call (strategy, layout) in the gathers, so processes that disagree raise instead of hanging. ``labels``
-    (``exclude="same_label"``) travel into the blocks as [A] and [M] vectors, gathered like the candidates.
+    call (strategy, layout) in the gathers, so processes that disagree raise instead of hanging. ``labels`` (with
+    the loss's label policy, :mod:`cl_plugins.labels`) travel into the blocks as [A] and [M] vectors, gathered like
+    the candidates.
     """
     if labels is not None:
         _check_labels(layout, labels, z1.shape[0], None if queue is None else queue.shape[0], z1.device)

@@ -29,6 +29,7 @@ import torch
 from .kernels.lazy import LazyLogits
 
 if TYPE_CHECKING:  # the layouts build Pairs
+    from .labels import BlockLabels
     from .layouts import PairBlock
 
 NEG_INF = float("-inf")
@@ -54,28 +55,32 @@ class Pairs:
     hard_cols: torch.Tensor | None = None
     #: "row": a row's positives are averaged, then the rows; "pair": every positive pair counts once
     average: str = "row"
-    #: (anchor labels [A], candidate labels [M]) of a block whose same-label candidates are no negatives
-    labels: tuple[torch.Tensor, torch.Tensor] | None = None
-    #: ``positives="label"``: how an anchor's several positives make its loss (``"out"``, ``"in"``, ``"pair"``, see
-    #: :class:`cl_plugins.ContrastiveLoss`); the first ``n_rows`` pairs are the anchors' own positives
-    form: str | None = None
+    #: the block's labels and what they do (:class:`~cl_plugins.labels.BlockLabels`): same-label candidates are
+    #: no negatives; with a policy that makes them positives, the first ``n_rows`` pairs are the anchors' own
+    labels: BlockLabels | None = None
     #: the candidates start at this column (1 after a queue's separate positive column)
     col_offset: int = 0
 
+    @property
+    def form(self) -> str | None:
+        """How an anchor's several positives make its loss (``"out"``, ``"in"``, ``"pair"``: the label policy's,
+        :mod:`cl_plugins.labels`); None when each anchor has its one positive."""
+        return None if self.labels is None else self.labels.policy.form
+
     @classmethod
-    def from_block(cls, block: PairBlock, form: str | None = None) -> Pairs:
-        """The block's pairs; with ``form`` (``positives="label"``) every candidate of an anchor's label is a
+    def from_block(cls, block: PairBlock) -> Pairs:
+        """The block's pairs; under a label policy that makes positives, every candidate of an anchor's label is a
         positive too."""
         n = block.anchors.shape[0]
         offset = 0 if block.positives is None else 1
         m = block.candidates.shape[0] + offset
         rows, cols = torch.arange(n, device=block.anchors.device), block.pos_cols
+        form = None if block.labels is None else block.labels.policy.form
         if form is not None:
             extra_rows, extra_cand = block.label_pairs()
             rows, cols = torch.cat([rows, extra_rows]), torch.cat([cols, extra_cand + offset])
         return cls(rows, cols, n, m, form is None, exclude_cols=block.exclude_cols, hard_cols=block.hard_cols,
-                   labels=block.labels, average="pair" if form == "pair" else "row", form=form,
-                   col_offset=offset)  # fmt: skip
+                   labels=block.labels, average="pair" if form == "pair" else "row", col_offset=offset)  # fmt: skip
 
     @classmethod
     def from_masks(cls, pos_mask: torch.Tensor, neg_mask: torch.Tensor, average: str = "row") -> Pairs:
@@ -91,8 +96,7 @@ class Pairs:
         assert self.exclude_cols is not None
         masked = logits.scatter(1, self.exclude_cols, NEG_INF)
         if self.labels is not None:  # the dense path holds [A, M] anyway
-            anchor, cand = self.labels
-            same = anchor[:, None] == cand[None, :]
+            same = self.labels.same(slice(None), slice(None))
             if same.shape[1] < masked.shape[1]:  # a separate positive column first (queue): never a negative
                 same = torch.cat([same.new_ones(same.shape[0], 1), same], dim=1)
             masked = masked.masked_fill(same, NEG_INF)
@@ -104,7 +108,7 @@ class Pairs:
         k = self.exclude_cols.shape[1]
         if self.labels is None:
             return self.exclude_cols.new_full((self.n_rows,), self.n_cols - k)
-        anchor, cand = self.labels
+        anchor, cand = self.labels.anchor, self.labels.candidate
         _, inverse = torch.unique(torch.cat([cand, anchor]), return_inverse=True)
         same = torch.bincount(inverse[: cand.shape[0]], minlength=int(inverse.max()) + 1)[inverse[cand.shape[0] :]]
         if cand.shape[0] < self.n_cols:  # queue: the excluded column is the separate positive, no candidate
@@ -122,7 +126,7 @@ class Pairs:
         if isinstance(x, LazyLogits):
             if self.single:
                 return x.positive(self.cols)
-            n = self.n_rows  # the anchors' own positives, then the other pairs of a label (positives="label")
+            n = self.n_rows  # the anchors' own positives, then the other pairs of a label (labels as positives)
             return torch.cat([x.positive(self.cols[:n]), x.pair_logits(self.rows[n:], self.cols[n:] - self.col_offset)])
         if self.single:
             return x.gather(1, self.cols[:, None]).squeeze(1)
@@ -154,7 +158,7 @@ class Pairs:
         return out
 
     def _label_d(self, logits: torch.Tensor | LazyLogits, ratios: tuple[float, ...]) -> list[torch.Tensor]:
-        """``d`` of ``positives="label"`` (see :class:`cl_plugins.ContrastiveLoss`) at ``logits``, then (no grad)
+        """``d`` of labels as positives (see :class:`cl_plugins.ContrastiveLoss`) at ``logits``, then (no grad)
         at ``logits * r``: "pair" [P] LSE_neg - l_ap; "in" [A] LSE_neg - LSE_pos; "out" [P] LSE over every other
         candidate - l_ap. The negatives' LSE comes from the kernels; the sums over an anchor's label from its listed
         pairs (O(P), never a pass over [A, M])."""

@@ -11,7 +11,8 @@ Policy: the queue keeps the *last* ``size`` keys, first in, first out, wrapping 
 ``size`` recent-ish keys, but after a wrap the two hold different ones. Until ``size`` keys have been enqueued the
 buffer still holds its random unit initial vectors (MoCo's initialisation), labelled -1.
 
-With ``labels=True`` it also stores each key's label, for ``exclude="same_label"`` (``queue_labels=get_labels()``).
+With ``labels=True`` it also stores each key's label, for a loss with a ``label_policy``
+(``queue_labels=get_labels()``).
 
 Example::
 

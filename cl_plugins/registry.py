@@ -78,7 +78,9 @@ def build_loss(name: str, **kwargs: Any) -> nn.Module:
     allowed = accepted_arguments(cls)
     unknown = [k for k in kwargs if k not in allowed]
     if unknown:
+        from .labels import refuse_replaced
         from .validation import ArgumentTypeError
 
+        refuse_replaced({k: kwargs[k] for k in unknown})
         raise ArgumentTypeError(f"{name!r} got unexpected argument(s) {unknown}; it accepts: {', '.join(allowed)}")
     return cls(**kwargs)

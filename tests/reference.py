@@ -32,7 +32,7 @@ class Anchor:
 def enumerate_layout(layout, z1, z2, symmetric=False, queue=None, hard=None, labels=None,
                      queue_labels=None) -> list[list[Anchor]]:  # fmt: skip
     """Anchors grouped by direction (one group, or two when symmetric); with ``labels`` (and ``queue_labels``),
-    a candidate of the anchor's label is no negative (``exclude="same_label"``)."""
+    a candidate of the anchor's label is no negative (``label_policy="exclude"``)."""
     if labels is not None:
         return _without_same_label(layout, z1, z2, symmetric, queue, labels, queue_labels)
     n = z1.shape[0]
@@ -92,7 +92,7 @@ def _without_same_label(layout, z1, z2, symmetric, queue, labels, queue_labels) 
 
 @dataclass
 class LabelledAnchor:
-    """One anchor of ``positives="label"``: the cosine with its own positive, with the other candidates of its
+    """One anchor when labels make positives: the cosine with its own positive, with the other candidates of its
     label (in candidate order) and with the candidates of other labels."""
 
     own: torch.Tensor
@@ -106,7 +106,7 @@ class LabelledAnchor:
 
 def labelled_anchors(layout, z1, z2, symmetric=False, queue=None, labels=None,
                      queue_labels=None) -> list[list[LabelledAnchor]]:  # fmt: skip
-    """Per direction, every anchor's positives and negatives under ``positives="label"``, by loops over the
+    """Per direction, every anchor's positives and negatives under ``label_policy="positives_out"``, by loops over the
     candidates of each layout (itself and its own positive are no other positive)."""
     n, y = z1.shape[0], [int(v) for v in labels]
     if layout in ("simclr", "grace"):

@@ -196,7 +196,7 @@ def test_sentence_transformers_scale_must_be_a_positive_number():
 
 def test_issue_61_api_inputs_get_one_line():
     """Tracebacks or lines that named nothing, found by issue 61's survey."""
-    loss_fn = clp.build_loss("infonce", exclude="same_label")
+    loss_fn = clp.build_loss("infonce", label_policy="exclude")
     with pytest.raises(ValueError, match="labels is on meta but the features are on cpu") as info:
         loss_fn(_z(), _z(), labels=torch.zeros(4, dtype=torch.long, device="meta"))
     with pytest.raises(ValueError, match=r"sim has no entries \(shape \(0, 4\)\)"):

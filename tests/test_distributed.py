@@ -46,17 +46,17 @@ CASES = [
     ("infonce", {"kernel": "stream"}, "simclr", {}),
     ("macl", {"kernel": "stream"}, "cross_view", {"symmetric": True}),
     ("dual_temperature", {"kernel": "stream"}, "simclr", {}),
-    # exclude="same_label": labels gathered with the candidates, so each rank excludes every rank's same-label rows
-    ("macl", {"exclude": "same_label"}, "simclr", {"labels": True}),
-    ("dystress", {"exclude": "same_label", "kernel": "stream"}, "cross_view", {"symmetric": True, "labels": True}),
-    ("infonce", {"exclude": "same_label", "kernel": "fused"}, "queue", {"labels": True}),
-    # positives="label": every rank's same-label rows are positives; "pair" averages over the global batch's pairs
-    ("macl", {"positives": "label"}, "simclr", {"labels": True}),
-    ("dual_temperature", {"positives": "label", "positive_form": "in", "kernel": "stream"}, "cross_view",
+    # label_policy="exclude": labels gathered with the candidates, so each rank excludes every rank's same-label rows
+    ("macl", {"label_policy": "exclude"}, "simclr", {"labels": True}),
+    ("dystress", {"label_policy": "exclude", "kernel": "stream"}, "cross_view", {"symmetric": True, "labels": True}),
+    ("infonce", {"label_policy": "exclude", "kernel": "fused"}, "queue", {"labels": True}),
+    # labels as positives: every rank's same-label rows are positives; "pair" averages over the global batch's pairs
+    ("macl", {"label_policy": "positives_out"}, "simclr", {"labels": True}),
+    ("dual_temperature", {"label_policy": "positives_in", "kernel": "stream"}, "cross_view",
      {"symmetric": True, "labels": True}),
-    ("infonce", {"positives": "label", "positive_form": "pair", "kernel": "fused"}, "queue", {"labels": True}),
-    ("dcl", {"sigma": 0.5, "positives": "label", "positive_form": "pair"}, "simclr", {"labels": True}),
-    ("temperature_free", {"positives": "label", "kernel": "stream"}, "simclr", {"labels": True}),
+    ("infonce", {"label_policy": "positives_pair", "kernel": "fused"}, "queue", {"labels": True}),
+    ("dcl", {"sigma": 0.5, "label_policy": "positives_pair"}, "simclr", {"labels": True}),
+    ("temperature_free", {"label_policy": "positives_out", "kernel": "stream"}, "simclr", {"labels": True}),
 ]
 LABELS = torch.tensor([0, 1, 0, 2, 1, 3, 2, 0])  # N = 8 pairs
 QUEUE_LABELS = torch.tensor([1, 0, 4, 2, 2, 3, 0, 5])  # the queue's 8 rows

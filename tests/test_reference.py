@@ -156,14 +156,14 @@ def test_amcl_matches_reference(layout, form, decoupled, kernel):
 @pytest.mark.parametrize("kernel", ["auto", "dense", "stream"])
 @pytest.mark.filterwarnings("ignore:amcl form")
 def test_amcl_excludes_same_label_candidates(layout, form, decoupled, kernel):
-    """``exclude="same_label"`` in every AMCL form: its reference with the anchor's label left out of the
+    """``label_policy="exclude"`` in every AMCL form: its reference with the anchor's label left out of the
     negatives (the positive stays in the denominator unless decoupled), values and every parameter's gradient."""
     if form == "topk" and not decoupled:
         pytest.skip("the top-k form keeps the positive out of the denominator")
     torch.manual_seed(0)
     loss_fn = clp.build_loss("amcl", dim=6, heads=2, proj_dim=3, hidden=8, temperature_hidden=5, form=form,
                              layout=layout, decoupled=decoupled, reduction="none", share_temperature_mlp=False,
-                             kernel=kernel, exclude="same_label", **AMCL_FORMS[form]).double()  # fmt: skip
+                             kernel=kernel, label_policy="exclude", **AMCL_FORMS[form]).double()  # fmt: skip
     if form == "anchor":
         for net in loss_fn.temperature_nets:
             torch.nn.init.normal_(net.second.weight)
@@ -301,12 +301,12 @@ QUEUE_LABELS = torch.tensor([0, 3, 1, 2, 2, 0, 4])
 @pytest.mark.parametrize("layout,extra", LAYOUTS, ids=[f"{a}{'-sym' if b else ''}" for a, b in LAYOUTS])
 @pytest.mark.parametrize("key", [k for k in STRATEGIES if _registry_name(k) != "amcl"])
 def test_same_label_candidates_are_no_negatives(key, layout, extra, kernel):
-    """``exclude="same_label"``: every strategy on every kernel equals its reference on the labelled layouts
+    """``label_policy="exclude"``: every strategy on every kernel equals its reference on the labelled layouts
     (written as loops that skip same-label candidates), values and gradients in float64."""
     kwargs, _ = STRATEGIES[key]
     z1, z2, queue = _inputs()
     loss_fn = clp.build_loss(_registry_name(key), layout=layout, reduction="none", kernel=kernel,
-                             exclude="same_label", **extra, **kwargs).double()  # fmt: skip
+                             label_policy="exclude", **extra, **kwargs).double()  # fmt: skip
     call = dict(queue=queue, queue_labels=QUEUE_LABELS) if layout == "queue" else {}
     ours = loss_fn(z1, z2, labels=LABELS, **call)
     groups = ref.enumerate_layout(layout, z1, z2, symmetric=extra.get("symmetric", False), queue=queue,
@@ -320,17 +320,17 @@ def test_same_label_candidates_are_no_negatives(key, layout, extra, kernel):
 @pytest.mark.parametrize(
     ("build", "call", "named"),
     [
-        (dict(), dict(labels=LABELS), "labels= go with exclude='same_label'"),
-        (dict(exclude="same_label"), dict(), "every call of such a loss passes labels="),
-        (dict(exclude="same_label"), dict(labels=LABELS[:3]), "one label per pair \\(5\\)"),
-        (dict(exclude="same_label"), dict(labels=LABELS.float()), "integer labels"),
-        (dict(exclude="same_label", strict=True), dict(labels=torch.zeros(5, dtype=torch.long)), "no anchor has a "
+        (dict(), dict(labels=LABELS), "labels= go with a label_policy"),
+        (dict(label_policy="exclude"), dict(), "every call of such a loss passes labels="),
+        (dict(label_policy="exclude"), dict(labels=LABELS[:3]), "one label per pair \\(5\\)"),
+        (dict(label_policy="exclude"), dict(labels=LABELS.float()), "integer labels"),
+        (dict(label_policy="exclude", strict=True), dict(labels=torch.zeros(5, dtype=torch.long)), "no anchor has a "
          "negative; refused under strict=True"),
-        (dict(exclude="same_label", layout="queue"), dict(labels=LABELS), "needs queue_labels="),
-        (dict(exclude="same_label", layout="queue"), dict(labels=LABELS, queue_labels=torch.zeros(7, dtype=torch.long)),
-         "has no negative"),
-        (dict(exclude="same_label"), dict(labels=LABELS, queue_labels=QUEUE_LABELS), "does not use queue_labels"),
-        (dict(exclude="same_label", layout="queue"), dict(labels=LABELS, queue_labels=QUEUE_LABELS[:6]),
+        (dict(label_policy="exclude", layout="queue"), dict(labels=LABELS), "needs queue_labels="),
+        (dict(label_policy="exclude", layout="queue"),
+         dict(labels=LABELS, queue_labels=torch.zeros(7, dtype=torch.long)), "has no negative"),
+        (dict(label_policy="exclude"), dict(labels=LABELS, queue_labels=QUEUE_LABELS), "does not use queue_labels"),
+        (dict(label_policy="exclude", layout="queue"), dict(labels=LABELS, queue_labels=QUEUE_LABELS[:6]),
          "one label per queue row \\(7\\)"),
     ],
 )
@@ -344,9 +344,9 @@ def test_labels_that_cannot_be_used_get_one_line(build, call, named):
     assert "\n" not in str(info.value)
 
 
-def test_exclude_is_checked_at_construction():
-    with pytest.raises(ValueError, match="exclude must be one of"):
-        clp.build_loss("infonce", exclude="label")
+def test_the_label_policy_is_checked_at_construction():
+    with pytest.raises(ValueError, match="label_policy must be one of"):
+        clp.build_loss("infonce", label_policy="label")
 
 
 def test_a_labelled_queue_keeps_its_keys_labels_for_exclude_same_label():
@@ -360,7 +360,7 @@ def test_a_labelled_queue_keeps_its_keys_labels_for_exclude_same_label():
     queue.enqueue(keys[4:], torch.tensor([3, 1, 4, 2]))  # wraps: the last 6 stay
     assert queue.get_labels().tolist() == [4, 2, 2, 0, 3, 1] and int(queue.ptr) == 2  # slots 4, 5, 0, 1
     z1, z2, _ = _inputs()
-    loss_fn = clp.build_loss("macl", layout="queue", exclude="same_label", reduction="none").double()
+    loss_fn = clp.build_loss("macl", layout="queue", label_policy="exclude", reduction="none").double()
     ours = loss_fn(z1, z2, queue=queue.get().double(), labels=LABELS, queue_labels=queue.get_labels())
     groups = ref.enumerate_layout("queue", z1, z2, queue=queue.get().double(), labels=LABELS,
                                   queue_labels=queue.get_labels())  # fmt: skip

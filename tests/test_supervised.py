@@ -1,5 +1,6 @@
-"""``positives="label"``: supervised contrastive learning in Khosla et al.'s two forms (L_out, L_in) and
-pytorch-metric-learning's per-pair form, for every strategy (from the registry) on every layout and kernel:
+"""``label_policy="positives_out"`` / ``"positives_in"`` / ``"positives_pair"``: supervised contrastive learning in
+Khosla et al.'s two forms (L_out, L_in) and pytorch-metric-learning's per-pair form, for every strategy (from the
+registry) on every layout and kernel:
 against loop references in float64 (tests/reference.py), the kernels against the dense path with many tiles,
 against pytorch-metric-learning's own losses, and the refusals."""
 
@@ -12,6 +13,7 @@ import torch
 
 import cl_plugins as clp
 from cl_plugins.kernels import fused, pairs, streaming
+from cl_plugins.labels import LabelPolicy, Labels
 from tests import reference as ref
 from tests.test_reference import LABELS, LAYOUTS, QUEUE_LABELS, STRATEGIES, _inputs, _reference, _registry_name
 
@@ -30,8 +32,8 @@ def many_tiles(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _ours(key: str, layout: str, extra: dict, kernel: str, form: str, inputs=None):  # type: ignore[no-untyped-def]
     z1, z2, queue = inputs or _inputs()
-    loss_fn = clp.build_loss(_registry_name(key), layout=layout, reduction="none", kernel=kernel, positives="label",
-                             positive_form=form, **extra, **STRATEGIES[key][0]).double()  # fmt: skip
+    loss_fn = clp.build_loss(_registry_name(key), layout=layout, reduction="none", kernel=kernel,
+                             label_policy=f"positives_{form}", **extra, **STRATEGIES[key][0]).double()  # fmt: skip
     call = dict(queue=queue, queue_labels=QUEUE_LABELS) if layout == "queue" else {}
     return loss_fn, loss_fn(z1, z2, labels=LABELS, **call), (z1, z2, queue)
 
@@ -130,11 +132,11 @@ def test_the_statistics_are_over_every_positive_pair_and_the_negatives():
     every_pair = torch.stack([s for an in anchors[0] for s in an.positives]).mean()
     negatives = [s for an in anchors[0] for s in an.negatives]
     for kernel in KERNELS:
-        macl = clp.build_loss("macl", positives="label", kernel=kernel).double()
+        macl = clp.build_loss("macl", label_policy="positives_out", kernel=kernel).double()
         macl(z1, z2, labels=LABELS)
         assert math.isclose(macl.stats["batch_alignment"], float(every_pair.detach()), rel_tol=1e-12)
         assert math.isclose(macl.stats["tau_mean"], float(macl.temperature(every_pair.detach())), rel_tol=1e-12)
-        dystress = clp.build_loss("dystress", positives="label", kernel=kernel).double()
+        dystress = clp.build_loss("dystress", label_policy="positives_out", kernel=kernel).double()
         dystress(z1, z2, labels=LABELS)
         taus = [ref.dystress_tau(float(s.detach()), 0.07, 0.2) for s in negatives]
         assert math.isclose(dystress.stats["tau_mean"], sum(taus) / len(taus), rel_tol=1e-10)
@@ -145,7 +147,7 @@ def test_the_statistics_are_over_every_positive_pair_and_the_negatives():
 def test_one_label_per_pair_is_the_unlabelled_loss(form):
     """Every pair of its own label: all three forms are the layout's InfoNCE."""
     z1, z2, _ = _inputs()
-    labelled = clp.build_loss("macl", positives="label", positive_form=form, reduction="none").double()
+    labelled = clp.build_loss("macl", label_policy=f"positives_{form}", reduction="none").double()
     plain = clp.build_loss("macl", reduction="none").double()
     torch.testing.assert_close(labelled(z1, z2, labels=torch.arange(5)), plain(z1, z2), rtol=1e-12, atol=1e-12)
 
@@ -153,10 +155,12 @@ def test_one_label_per_pair_is_the_unlabelled_loss(form):
 @pytest.mark.parametrize(
     ("build", "named"),
     [
-        (dict(positives="labels"), "positives must be one of"),
-        (dict(positives="label", positive_form="mean"), "positive_form must be one of"),
-        (dict(positive_form="in"), "applies to positives='label' only"),
-        (dict(positives="label", exclude="same_label"), "drop exclude='same_label'"),
+        (dict(label_policy="positives_mean"), "label_policy must be one of"),
+        (dict(label_policy="same_label"), "label_policy must be one of"),
+        # the arguments label_policy= replaced are refused with a line naming it (nothing released: no aliases)
+        (dict(exclude="same_label"), "exclude= is gone: .*label_policy='exclude'"),
+        (dict(positives="label"), "positives= is gone: .*label_policy='positives_out'"),
+        (dict(positives="label", positive_form="in"), "is gone: .*label_policy='positives_in'"),
     ],
 )
 def test_arguments_that_cannot_be_used_get_one_line(build, named):
@@ -166,16 +170,16 @@ def test_arguments_that_cannot_be_used_get_one_line(build, named):
 
 
 def test_amcl_and_weighted_dcl_in_form_refuse():
-    with pytest.raises(ValueError, match="amcl does not take positives"):
-        clp.build_loss("amcl", dim=4, positives="label")
+    with pytest.raises(ValueError, match="amcl does not take labels as positives"):
+        clp.build_loss("amcl", dim=4, label_policy="positives_out")
     with pytest.raises(ValueError, match="one term per anchor"):
-        clp.build_loss("dcl", sigma=0.5, positives="label", positive_form="in")
+        clp.build_loss("dcl", sigma=0.5, label_policy="positives_in")
 
 
-def test_a_call_without_labels_names_both_options():
+def test_a_call_without_labels_names_the_policy():
     z1, z2, _ = _inputs()
-    with pytest.raises(ValueError, match="positives='label'.*passes labels="):
-        clp.build_loss("infonce", positives="label")(z1, z2)
+    with pytest.raises(ValueError, match="label_policy='positives_out'.*labels=None"):
+        clp.build_loss("infonce", label_policy="positives_out")(z1, z2)
 
 
 def test_the_pair_listing_builds_no_matrix_and_matches_the_masks():
@@ -183,7 +187,8 @@ def test_the_pair_listing_builds_no_matrix_and_matches_the_masks():
     g = torch.Generator().manual_seed(3)
     y = torch.randint(0, 7, (40,), generator=g)
     z = torch.randn(40, 4, generator=g)
-    block = clp.layouts.build_blocks("simclr", z, z.clone(), gather=False, labels=clp.layouts.Labels(y))[0]
+    labels = Labels(y, None, LabelPolicy("positives_out"))
+    block = clp.layouts.build_blocks("simclr", z, z.clone(), gather=False, labels=labels)[0]
     rows, cols = block.label_pairs()
     ys = y.repeat(2)
     mask = ys[:, None] == ys[None, :]
@@ -196,8 +201,8 @@ def test_the_pair_listing_builds_no_matrix_and_matches_the_masks():
 def test_pytorch_metric_learnings_losses_on_both_views(form):
     """pytorch-metric-learning on the 2N embeddings with each pair's label twice: its ``SupConLoss`` (L_out per
     anchor, averaged over the anchors with a positive: every one here, each has its other view) is
-    ``positive_form="out"`` and its ``NTXentLoss`` (every positive pair one term, averaged over the pairs) is
-    ``positive_form="pair"``, in the SimCLR layout: values and gradients, float64."""
+    ``label_policy="positives_out"`` and its ``NTXentLoss`` (every positive pair one term, averaged over the pairs) is
+    ``label_policy="positives_pair"``, in the SimCLR layout: values and gradients, float64."""
     from pytorch_metric_learning import losses
 
     g = torch.Generator().manual_seed(5)
@@ -207,7 +212,7 @@ def test_pytorch_metric_learnings_losses_on_both_views(form):
     peer = peer_loss(torch.cat([z1, z2]), y.repeat(2))
     peer_grads = torch.autograd.grad(peer, (z1, z2))
     for kernel in KERNELS:
-        ours = clp.build_loss("infonce", tau=0.1, positives="label", positive_form=form, kernel=kernel)(
+        ours = clp.build_loss("infonce", tau=0.1, label_policy=f"positives_{form}", kernel=kernel)(
             z1, z2, labels=y)  # fmt: skip
         torch.testing.assert_close(ours, peer, rtol=1e-12, atol=1e-12)
         for a, b in zip(torch.autograd.grad(ours, (z1, z2)), peer_grads):
@@ -217,7 +222,7 @@ def test_pytorch_metric_learnings_losses_on_both_views(form):
 def _hard_negative_groups(z1, z2, hard, form):  # type: ignore[no-untyped-def]
     """SimCSE's layout with labels, by loops: the other keys of another label and every hard negative are the
     negatives (a hard negative has no label: always a negative, its own anchor's with the bias); ``form`` None is
-    ``exclude="same_label"``, "pair" lists every same-label key as a positive."""
+    ``label_policy="exclude"``, "pair" lists every same-label key as a positive."""
     y = [int(v) for v in LABELS]
     own, others = [], []
     for i in range(len(y)):
@@ -232,13 +237,14 @@ def _hard_negative_groups(z1, z2, hard, form):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
-@pytest.mark.parametrize("option", [{"exclude": "same_label"}, {"positives": "label", "positive_form": "pair"}])
+@pytest.mark.parametrize("option", [{"label_policy": "exclude"}, {"label_policy": "positives_pair"}])
 def test_hard_negatives_are_negatives_whatever_the_labels(option, kernel):
     z1, z2, _ = _inputs()
     hard = torch.randn(5, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(9), requires_grad=True)
     loss_fn = clp.build_loss("infonce", tau=0.2, layout="cross_view", hard_negative_weight=0.3, reduction="none",
                              kernel=kernel, **option).double()  # fmt: skip
     ours = loss_fn(z1, z2, hard_negatives=hard, labels=LABELS)
-    expected = ref.infonce(_hard_negative_groups(z1, z2, hard, option.get("positive_form")), 0.2, hard_weight=0.3)
+    form = option["label_policy"].partition("_")[2] or None
+    expected = ref.infonce(_hard_negative_groups(z1, z2, hard, form), 0.2, hard_weight=0.3)
     torch.testing.assert_close(ours, expected, rtol=1e-10, atol=1e-12)
     _assert_grads_equal(ours, expected, (z1, z2, hard))

@@ -1,5 +1,5 @@
-"""A batch in which no anchor has a negative (a batch of one, every label the same under ``exclude="same_label"`` or
-``positives="label"``) has a defined loss for the standard forms: each anchor's log-sum-exp runs over its positive
+"""A batch in which no anchor has a negative (a batch of one, every label the same under a ``label_policy``) has
+a defined loss for the standard forms: each anchor's log-sum-exp runs over its positive
 alone and equals the positive's logit, so every term is 0 with zero gradient (issue 61: a training run stopped on
 such a batch). The forms whose denominator holds no positive (decoupled, FlatNCE) refuse it, and so does
 ``strict=True``; ``from_similarity`` counts a row without negatives 0 and computes the others as without it."""
@@ -30,12 +30,12 @@ BATCHES = {
     "simclr-one": ({}, 1, {}, 2),
     "cross_view-one": ({"layout": "cross_view"}, 1, {}, 1),
     "cross_view-symmetric-one": ({"layout": "cross_view", "symmetric": True}, 1, {}, 2),
-    "simclr-exclude": ({"exclude": "same_label"}, 4, {"labels": torch.full((4,), 3)}, 8),
-    "simclr-supcon": ({"positives": "label"}, 4, {"labels": torch.zeros(4, dtype=torch.long)}, 8),
-    "cross_view-exclude": ({"layout": "cross_view", "exclude": "same_label"}, 3, {"labels": torch.ones(3).long()}, 3),
+    "simclr-exclude": ({"label_policy": "exclude"}, 4, {"labels": torch.full((4,), 3)}, 8),
+    "simclr-supcon": ({"label_policy": "positives_out"}, 4, {"labels": torch.zeros(4, dtype=torch.long)}, 8),
+    "cross_view-exclude": ({"layout": "cross_view", "label_policy": "exclude"}, 3, {"labels": torch.ones(3).long()}, 3),
 }
 def _buildable(name: str, options: dict) -> bool:
-    """The strategy takes these options (AMCL does not take positives='label' yet)."""
+    """The strategy takes these options (AMCL does not take label_policy='positives_out' yet)."""
     try:
         _build(name, **options)
     except ValueError:
@@ -71,7 +71,7 @@ def test_a_batch_without_negatives_is_zero_with_zero_gradients_or_refused(name, 
 
 
 def test_a_queue_without_negatives_for_some_anchors_only_is_still_refused():
-    loss_fn = clp.build_loss("infonce", layout="queue", exclude="same_label")
+    loss_fn = clp.build_loss("infonce", layout="queue", label_policy="exclude")
     z1, z2, queue = torch.randn(3, D), torch.randn(3, D), torch.randn(5, D)
     with pytest.raises(ValueError, match="an anchor of label 2 has no negative"):
         loss_fn(z1, z2, queue=queue, labels=torch.tensor([2, 0, 1]), queue_labels=torch.full((5,), 2))

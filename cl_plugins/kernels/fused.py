@@ -59,7 +59,7 @@ class NegativeLSE(torch.autograd.Function):
                 s[rows] = _compiled_chunk(x[rows], rows, plan, stats)
                 continue
             # the chunk's same-label mask, from the two label vectors while the chunk is in cache
-            same = None if plan.labels is None else plan.labels[0][rows, None] == plan.labels[1][None, :]
+            same = None if plan.labels is None else plan.labels.same(rows, slice(None))
             if plan.closed:  # exp(phi) and exp(phi) phi' in closed form: no maximum, no exp
                 e, factor = _chunk_exp(x[rows], rows, exclude_cols, logit_map, plan.bias_cols, plan.bias, same)
                 s[rows] = e.sum(dim=1, keepdim=True)
@@ -110,7 +110,7 @@ def _compiled_chunk(x: torch.Tensor, rows: slice, plan: streaming._Plan, stats: 
     :func:`cl_plugins.kernels.tiles.chunk_forward`; the non-negatives go in as NaN."""
     if plan.exclude is not None:
         x.scatter_(1, plan.exclude[rows], math.nan)
-    labels = (None, None) if plan.labels is None else (plan.labels[0][rows], plan.labels[1])
+    labels = (None, None) if plan.labels is None else (plan.labels.anchor[rows], plan.labels.candidate)
     assert plan.tile_form is not None
     sums, summary = maybe_compiled(chunk_forward, True)(x, *labels, *plan.tile_form)
     if stats is not None and summary is not None:

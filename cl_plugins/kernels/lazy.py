@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -16,6 +16,9 @@ from .pairs import pair_cosines
 from .streaming import streaming_negative_lse
 from .symmetric import symmetric_negative_lse, symmetric_plan
 from .triton_lse import triton_negative_lse
+
+if TYPE_CHECKING:
+    from ..labels import BlockLabels
 
 Pair = tuple[torch.Tensor, torch.Tensor]
 
@@ -92,8 +95,9 @@ class LazyLogits:
     logit_map: LogitMap | None = None
     bias_cols: torch.Tensor | None = None
     bias: float = 0.0
-    #: (anchor labels [A], candidate labels [M]): a candidate sharing its anchor's label is no negative
-    labels: tuple[torch.Tensor, torch.Tensor] | None = None
+    #: the block's labels (:class:`~cl_plugins.labels.BlockLabels`): a candidate sharing its anchor's label is no
+    #: negative
+    labels: BlockLabels | None = None
     # cosines of the positive pairs, shared by every rescaled copy (computed once per block)
     _positive_cache: dict[str, torch.Tensor] = field(default_factory=dict, compare=False, repr=False)
 

@@ -1,8 +1,8 @@
 """Cosines of a list of (anchor, candidate) pairs, in chunks: never a [P, D] tensor of gathered rows.
 
-Supervised contrastive learning (``positives="label"``) has one positive pair per (anchor, same-label candidate):
-P = sum over labels of (anchors of the label) x (candidates of the label), far fewer than the [A, M] matrix's
-entries when there are many labels, but too many to gather their rows at once (P x D floats). The forward pass
+Supervised contrastive learning (``label_policy="positives_*"``) has one positive pair per (anchor, same-label
+candidate): P = sum over labels of (anchors of the label) x (candidates of the label), far fewer than the [A, M]
+matrix's entries when there are many labels, but too many to gather their rows at once (P x D floats). The forward pass
 takes the pairs in chunks of :data:`CHUNK_PAIRS`; backward scatters ``grad * candidate`` into the anchors'
 gradient (and the other way round) chunk by chunk.
 """

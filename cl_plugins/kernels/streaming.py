@@ -30,6 +30,7 @@ from .compiled import maybe_compiled
 from .tiles import forward_sums, gradient_tile
 
 if TYPE_CHECKING:  # the extension types import these kernels
+    from ..labels import BlockLabels
     from .lazy import LogitMap
 
 NEG_INF = float("-inf")
@@ -75,7 +76,7 @@ class NegativeStats:
 
     def add(self, stat: torch.Tensor, excluded: Pair, same: torch.Tensor | None = None, weight: int = 1) -> None:
         """``stat`` of one tile [R, T], ``excluded`` the (rows, columns) of its non-negatives and ``same`` [R, T]
-        its same-label candidates (``exclude="same_label"``; may overlap ``excluded``); ``stat`` is overwritten.
+        its same-label candidates (under a label policy; may overlap ``excluded``); ``stat`` is overwritten.
         ``weight``: how often the tile counts in the sum (2 for a tile that stands for its transpose too)."""
         if same is not None:
             mask = same.clone().index_put_(excluded, same.new_ones(()))
@@ -100,7 +101,7 @@ class _Plan:
     ratios: tuple[float, ...]
     rows: int
     cols: int
-    labels: tuple[torch.Tensor, torch.Tensor] | None = None  # (anchors' [A], candidates' [M]): same = no negative
+    labels: BlockLabels | None = None  # a candidate sharing its anchor's label is no negative
     bounded: bool = False  # every logit (at every ratio) small enough for sums without a maximum (:func:`sums_fit`)
 
     @property
@@ -120,7 +121,7 @@ class _Plan:
 
 def make_plan(anchors: torch.Tensor, candidates: torch.Tensor, exclude_cols: torch.Tensor | None,
               ratios: tuple[float, ...], logit_map: LogitMap | None, bias_cols: torch.Tensor | None, bias: float,
-              labels: tuple[torch.Tensor, torch.Tensor] | None, bound: float | None) -> _Plan:  # fmt: skip
+              labels: BlockLabels | None, bound: float | None) -> _Plan:  # fmt: skip
     """The plan of a block; ``bound``: the largest |logit| before any bias (None: unknown, sums keep a maximum)."""
     if ratios and logit_map is not None:
         raise ValueError("extra scales (ratios) apply to scalar temperatures only")
@@ -170,7 +171,7 @@ def _locate(x: torch.Tensor, r0: int, t0: int, plan: _Plan,
         excluded = (rows, local[rows, k])
     same = None
     if plan.labels is not None and with_same:
-        same = plan.labels[0][r0 : r0 + n_rows, None] == plan.labels[1][None, t0 : t0 + width]
+        same = plan.labels.same(slice(r0, r0 + n_rows), slice(t0, t0 + width))
     return biased, excluded, same
 
 
@@ -212,7 +213,7 @@ def _marked_tile(a: torch.Tensor, c: torch.Tensor, r0: int, t0: int,
     x.index_put_(excluded, x.new_tensor(math.nan))
     if plan.labels is None:
         return x, None, None
-    return x, plan.labels[0][r0 : r0 + x.shape[0]], plan.labels[1][t0 : t0 + x.shape[1]]
+    return x, plan.labels.anchor[r0 : r0 + x.shape[0]], plan.labels.candidate[t0 : t0 + x.shape[1]]
 
 
 def tile_gradient(a: torch.Tensor, c: torch.Tensor, r0: int, t0: int, plan: _Plan, v_rows: torch.Tensor,
@@ -367,7 +368,7 @@ def streaming_negative_lse(
     logit_map: LogitMap | None = None,
     bias_cols: torch.Tensor | None = None,
     bias: float = 0.0,
-    labels: tuple[torch.Tensor, torch.Tensor] | None = None,
+    labels: BlockLabels | None = None,
     bound: float | None = None,
 ) -> list[torch.Tensor]:
     """LSE over each anchor's negatives of ``phi(anchors @ candidates.T)`` [A], then (no grad) at ``r *`` the

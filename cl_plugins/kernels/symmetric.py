@@ -31,13 +31,14 @@ from .streaming import (
 )
 
 if TYPE_CHECKING:  # the extension types import these kernels
+    from ..labels import BlockLabels
     from .lazy import LogitMap
 
 
-def is_symmetric(exclude_cols: torch.Tensor | None, labels: tuple[torch.Tensor, torch.Tensor] | None) -> bool:
+def is_symmetric(exclude_cols: torch.Tensor | None, labels: BlockLabels | None) -> bool:
     """Whether the non-negatives of a block of anchors against themselves are symmetric: column j excluded from
     row i exactly when i is from j, and the anchors' labels the candidates' (O(A k^2), no [A, A] mask)."""
-    if labels is not None and not torch.equal(labels[0], labels[1]):
+    if labels is not None and not labels.symmetric:
         return False
     if exclude_cols is None:
         return True
@@ -51,7 +52,7 @@ def symmetric_plan(
     *,
     ratios: tuple[float, ...] = (),
     logit_map: LogitMap | None = None,
-    labels: tuple[torch.Tensor, torch.Tensor] | None = None,
+    labels: BlockLabels | None = None,
     bound: float | None = None,
 ) -> _Plan | None:
     """The plan of ``units`` against themselves if each tile may stand for its transpose (bounded sums, symmetric

@@ -37,6 +37,7 @@ import torch
 from .streaming import refuse_second_derivative, streaming_negative_lse
 
 if TYPE_CHECKING:
+    from ..labels import BlockLabels
     from .lazy import LogitMap
 
 try:  # optional: pip install "cl-plugins[triton]"
@@ -318,11 +319,12 @@ class _Spec:
     """Everything the three kernels take besides the embeddings, in their order."""
 
     def __init__(self, a: torch.Tensor, c: torch.Tensor, exclude_cols: torch.Tensor | None,
-                 labels: tuple[torch.Tensor, torch.Tensor] | None, bias_cols: torch.Tensor | None, bias: float,
+                 labels: BlockLabels | None, bias_cols: torch.Tensor | None, bias: float,
                  logit_map: LogitMap | None, config: TritonConfig) -> None:  # fmt: skip
         dummy = a.new_zeros(1, dtype=torch.long)
         ex = dummy if exclude_cols is None else exclude_cols.long().contiguous()
-        la, lc = (dummy, dummy) if labels is None else (labels[0].long().contiguous(), labels[1].long().contiguous())
+        la, lc = (dummy, dummy) if labels is None else (labels.anchor.long().contiguous(),
+                                                        labels.candidate.long().contiguous())
         map_id, params = (0, ()) if logit_map is None else logit_map.triton  # type: ignore[misc]
         p = [float(v) for v in params] + [0.0] * (4 - len(params))
         k = 0 if exclude_cols is None else exclude_cols.shape[1]
@@ -416,7 +418,7 @@ def triton_negative_lse(
     logit_map: LogitMap | None = None,
     bias_cols: torch.Tensor | None = None,
     bias: float = 0.0,
-    labels: tuple[torch.Tensor, torch.Tensor] | None = None,
+    labels: BlockLabels | None = None,
 ) -> list[torch.Tensor] | None:
     """:func:`~cl_plugins.kernels.streaming.streaming_negative_lse` on the Triton kernels; None where they do not
     apply (:func:`supports`) or once a launch has failed (warned about once; the caller streams instead; a backward
@@ -424,7 +426,8 @@ def triton_negative_lse(
 
     Shapes:
         anchors: [A, D] (pre-scaled by 1/tau for a scalar temperature); candidates: [M, D]; exclude_cols: [A, k];
-        bias_cols: [A]; labels: ([A], [M]). Returns ``1 + len(ratios)`` tensors [A].
+        bias_cols: [A]; labels: the block's (:class:`~cl_plugins.labels.BlockLabels`). Returns ``1 + len(ratios)``
+        tensors [A].
     """
     if not supports(logit_map, ratios, anchors.dtype):
         return None

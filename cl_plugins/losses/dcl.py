@@ -60,9 +60,9 @@ class DCLLoss(InfoNCELoss):
         kwargs.pop("decoupled", None)
         super().__init__(tau=tau, **kwargs)
         self.sigma = None if sigma is None else check_temperature("sigma", sigma)
-        if self.sigma is not None and self.positives is not None and self.positive_form == "in":
-            raise ValueError("dcl's sigma weights each positive pair; positive_form='in' has one term per anchor: "
-                             "use positive_form='out' or 'pair' with sigma")  # fmt: skip
+        if self.sigma is not None and self.label_policy is not None and self.label_policy.form == "in":
+            raise ValueError("dcl's sigma weights each positive pair; label_policy='positives_in' has one term per "
+                             "anchor: use 'positives_out' or 'positives_pair' with sigma")  # fmt: skip
 
     def pair_loss(self, logits: torch.Tensor, sim: torch.Tensor, pairs: Pairs) -> torch.Tensor:
         d = super().pair_loss(logits, sim, pairs)

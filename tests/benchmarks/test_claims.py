@@ -313,13 +313,15 @@ def test_the_labels_line_pairs_each_labelled_setting_with_the_balanced_baseline(
 
     runs = [row("vision-lt", "cifar10", {}, s, k) for s, k in enumerate((50.0, 51.0, 52.0))]
     runs += [row("vision-lt", "cifar10_lt", {}, s, 0.0) for s in range(3)]
-    runs += [row("vision-labels", "cifar10", {"exclude": "same_label"}, s, k) for s, k in enumerate((51.0, 52.0, 53.0))]
-    runs += [row("vision-labels", "cifar10", {"positives": "label"}, s, k) for s, k in enumerate((60.0, 62.0, 64.0))]
+    exclude, supcon = {"label_policy": "exclude"}, {"label_policy": "positives_out"}
+    runs += [row("vision-labels", "cifar10", exclude, s, k) for s, k in enumerate((51.0, 52.0, 53.0))]
+    runs += [row("vision-labels", "cifar10", supcon, s, k) for s, k in enumerate((60.0, 62.0, 64.0))]
     assert claims.labels_lines(runs[:6]) == []
     (line,) = [x for x in claims.labels_lines(runs) if x]
-    assert '`exclude="same_label"` (two images of a class are no negatives): kNN +1.00 [+1.00, +1.00] (n 3)' in line
+    assert '`label_policy="exclude"` (two images of a class are no negatives): kNN +1.00 [+1.00, +1.00] (n 3)' in line
     # SupCon − infonce: +10, +11, +12: sd 1, t(0.975, 2) / sqrt(3) = 2.484
-    assert '`positives="label"` (supervised contrastive, L_out): kNN +11.00 [+8.52, +13.48] (n 3) better' in line
+    supcon_line = '`label_policy="positives_out"` (supervised contrastive, L_out): kNN +11.00 [+8.52, +13.48] (n 3)'
+    assert supcon_line + " better" in line
 
 
 def test_the_tau_search_summary_follows_the_marks() -> None:

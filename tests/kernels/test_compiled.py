@@ -71,7 +71,7 @@ def test_whole_tiles_compiled_equal_the_eager_ones(name, kwargs, layout, labelle
     for module in (streaming, fused):
         monkeypatch.setattr(module, "maybe_compiled", lambda fn, on=None: used.append(fn.__name__) or original(fn, on))
     expected = {"forward_sums", "gradient_tile"} if kernel == "stream" else {"chunk_forward"}
-    options = {**kwargs, "layout": layout, **({"exclude": "same_label"} if labelled else {})}
+    options = {**kwargs, "layout": layout, **({"label_policy": "exclude"} if labelled else {})}
     labels = torch.arange(12) % 4 if labelled else None
     for dtype, tol in ((torch.float64, 1e-12), (torch.float32, 1e-5)):  # float32: the kernel tests' tolerance
         compiled.set_compile(False)

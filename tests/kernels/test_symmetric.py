@@ -11,6 +11,7 @@ import torch
 
 import cl_plugins as clp
 from cl_plugins.kernels import dispatch, streaming, symmetric
+from cl_plugins.labels import BlockLabels, LabelPolicy
 from tests.kernels.test_streaming import STREAMABLE
 
 N, D = 9, 6
@@ -49,14 +50,14 @@ def _count_symmetric(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return calls
 
 
-OPTIONS = [{}, {"exclude": "same_label"}, {"positives": "label"}, {"positives": "label", "positive_form": "in"}]
+OPTIONS = [{}, {"label_policy": "exclude"}, {"label_policy": "positives_out"}, {"label_policy": "positives_in"}]
 
 
 @pytest.mark.parametrize("options", OPTIONS, ids=["plain", "exclude", "supcon-out", "supcon-in"])
 @pytest.mark.parametrize("name", STREAMABLE)
 def test_symmetric_kernel_equals_dense_float64(name: str, options: dict, side: str, monkeypatch) -> None:
-    if options.get("positives") and name == "amcl":
-        pytest.skip("AMCL takes no positives='label'")
+    if options.get("label_policy", "").startswith("positives") and name == "amcl":
+        pytest.skip("AMCL takes no labels as positives")
     calls = _count_symmetric(monkeypatch)
     streamed = _run(name, "stream", torch.float64, **options)
     assert calls, "the SimCLR block in one process streams by halves"
@@ -114,5 +115,6 @@ def test_exclusions_must_be_symmetric() -> None:
     assert symmetric.is_symmetric(pairs, None)
     assert not symmetric.is_symmetric(torch.tensor([[1, 0], [2, 1], [0, 2]]), None)  # 0 -> 1 but not 1 -> 0
     y = torch.tensor([0, 1, 0, 1])
-    assert symmetric.is_symmetric(pairs, (y, y.clone()))
-    assert not symmetric.is_symmetric(pairs, (y, y.flip(0)))
+    policy = LabelPolicy("exclude")
+    assert symmetric.is_symmetric(pairs, BlockLabels(y, y.clone(), policy))
+    assert not symmetric.is_symmetric(pairs, BlockLabels(y, y.flip(0), policy))

@@ -46,8 +46,8 @@ def test_triton_equals_dense(name: str, layout: str, small_blocks: list[int]) ->
     _close(ours, _run(name, "dense", layout, data, reduction="none"))
 
 
-@pytest.mark.parametrize("options", [{"exclude": "same_label"}, {"positives": "label"},
-                                     {"positives": "label", "positive_form": "in"}], ids=str)  # fmt: skip
+@pytest.mark.parametrize("options", [{"label_policy": "exclude"}, {"label_policy": "positives_out"},
+                                     {"label_policy": "positives_in"}], ids=str)  # fmt: skip
 @pytest.mark.parametrize("name", ["infonce", "macl", "dual_temperature", "dystress", "temperature_free"])
 def test_triton_with_labels(name: str, options: dict, small_blocks: list[int]) -> None:
     g = torch.Generator().manual_seed(4)

@@ -17,15 +17,20 @@ each chunk and accumulates the gradients, like flash attention. Peak memory is o
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
+
+if TYPE_CHECKING:
+    from ...labels import BlockLabels
 
 NEG_INF = float("-inf")
 
 
-def _chunk(a, c, pa, pb, w, w0, exclude, start, stop, consts, labels=None):  # type: ignore[no-untyped-def]
+def _chunk(a, c, pa, pb, w, w0, exclude, start, stop, consts, labels=None, kept=None):  # type: ignore[no-untyped-def]
     """Similarities, relu'd hidden layer, sigmoid, temperatures and masked logits of rows [start, stop);
-    ``labels`` (anchors' [A], candidates' [M], each anchor's kept column [A] or None): a candidate of the anchor's
-    label is no term, except the kept column (the positive of a loss that is not decoupled)."""
+    ``labels`` (:class:`~cl_plugins.labels.BlockLabels`): a candidate of the anchor's label is no term, except
+    the column ``kept`` [A] of its row (the positive of a loss that is not decoupled; None: none kept)."""
     floor, span, beta, half_d = consts
     s = a[start:stop] @ c.T
     hidden = (pa[start:stop, None, :] + pb[None]).relu_()  # [r, M, H], the only large temporary
@@ -36,16 +41,17 @@ def _chunk(a, c, pa, pb, w, w0, exclude, start, stop, consts, labels=None):  # t
     if exclude is not None:
         logits.scatter_(1, exclude[start:stop], NEG_INF)
     if labels is not None:
-        same = labels[0][start:stop, None] == labels[1][None, :]
-        if labels[2] is not None:
-            same.scatter_(1, labels[2][start:stop, None], False)
+        same = labels.same(slice(start, stop), slice(None))
+        if kept is not None:
+            same.scatter_(1, kept[start:stop, None], False)
         logits.masked_fill_(same, NEG_INF)
     return s, hidden, sig, tau, logits
 
 
 class _AMCLNegativeLSE(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, a, c, pa, pb, w, w0, exclude, consts, chunk_elements, labels=None):  # type: ignore[override]
+    def forward(ctx, a, c, pa, pb, w, w0, exclude, consts, chunk_elements,  # type: ignore[override]
+                labels=None, kept=None):
         rows = max(1, chunk_elements // max(1, c.shape[0] * pa.shape[1]))
         out = a.new_empty(a.shape[0])
         tau_sum = a.new_zeros(())
@@ -53,14 +59,14 @@ class _AMCLNegativeLSE(torch.autograd.Function):
         tau_max = a.new_full((), float("-inf"))
         for start in range(0, a.shape[0], rows):
             stop = start + rows
-            _, _, _, tau, logits = _chunk(a, c, pa, pb, w, w0, exclude, start, stop, consts, labels)
+            _, _, _, tau, logits = _chunk(a, c, pa, pb, w, w0, exclude, start, stop, consts, labels, kept)
             out[start:stop] = torch.logsumexp(logits, dim=1)
             keep = torch.isfinite(logits)
             tau_sum += torch.where(keep, tau, 0.0).sum()
             tau_min = torch.minimum(tau_min, torch.where(keep, tau, torch.inf).amin())
             tau_max = torch.maximum(tau_max, torch.where(keep, tau, -torch.inf).amax())
         ctx.save_for_backward(a, c, pa, pb, w, w0, exclude, out)
-        ctx.consts, ctx.rows, ctx.labels = consts, rows, labels
+        ctx.consts, ctx.rows, ctx.labels, ctx.kept = consts, rows, labels, kept
         stats = torch.stack([tau_sum, tau_min, tau_max])
         ctx.mark_non_differentiable(stats)
         return out, stats
@@ -73,7 +79,8 @@ class _AMCLNegativeLSE(torch.autograd.Function):
         g_a, g_c, g_pa, g_pb, g_w, g_w0 = grads
         for start in range(0, a.shape[0], ctx.rows):
             stop = start + ctx.rows
-            s, hidden, sig, tau, logits = _chunk(a, c, pa, pb, w, w0, exclude, start, stop, ctx.consts, ctx.labels)
+            s, hidden, sig, tau, logits = _chunk(a, c, pa, pb, w, w0, exclude, start, stop, ctx.consts, ctx.labels,
+                                                 ctx.kept)  # fmt: skip
             q = torch.exp(logits - out[start:stop, None]).mul_(grad[start:stop, None])  # 0 where excluded
             g_s = q / tau
             # d l / d tau = -s / tau^2 - beta * (d'/2 / tau - 1 / tau^2)
@@ -86,7 +93,7 @@ class _AMCLNegativeLSE(torch.autograd.Function):
             g_pb += g_hidden.sum(dim=0)
             g_a[start:stop] = g_s @ c
             g_c += g_s.T @ a[start:stop]
-        return g_a, g_c, g_pa, g_pb, g_w, g_w0, None, None, None, None
+        return g_a, g_c, g_pa, g_pb, g_w, g_w0, None, None, None, None, None
 
 
 def amcl_negative_lse(
@@ -103,17 +110,18 @@ def amcl_negative_lse(
     beta: float,
     proj_dim: int,
     chunk_elements: int,
-    labels: tuple[torch.Tensor, torch.Tensor, torch.Tensor | None] | None = None,
+    labels: BlockLabels | None = None,
+    kept: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """LSE over the non-excluded columns of AMCL's pair logits, and [sum, min, max] of their tau; ``labels``
-    (anchors', candidates', a kept column per anchor or None): same-label candidates but the kept one are no terms.
+    """LSE over the non-excluded columns of AMCL's pair logits, and [sum, min, max] of their tau; under ``labels``
+    same-label candidates are no terms, but the column ``kept`` [A] of each row (None: none kept).
 
     Shapes:
         a: [A, D]; c: [M, D]; pa: [A, H]; pb: [M, H]; w: [H]; w0: []; exclude: [A, k] or None
         -> ([A], [3]).
     """
     consts = (floor, span, beta, 0.5 * proj_dim)
-    return _AMCLNegativeLSE.apply(a, c, pa, pb, w, w0, exclude, consts, chunk_elements, labels)
+    return _AMCLNegativeLSE.apply(a, c, pa, pb, w, w0, exclude, consts, chunk_elements, labels, kept)
 
 
 def rowwise_scores(pa: torch.Tensor, pb_rows: torch.Tensor, w: torch.Tensor) -> torch.Tensor:

@@ -51,6 +51,7 @@ from torch import nn
 from ...base import ContrastiveLoss
 from ...extension import LazyLogits, Pairs, softplus
 from ...kernels.dispatch import choose
+from ...labels import LabelPolicy, label_policy
 from ...layouts import NoNegatives, PairBlock
 from ...registry import register_loss
 from ...validation import check_choice, check_feature_dim, check_pair, check_range, check_temperature
@@ -143,9 +144,9 @@ class AMCLLoss(ContrastiveLoss):
         given = dict(eta=eta, iota=iota, beta=beta, topk=topk, share_temperature_mlp=share_temperature_mlp)
         spec = {**FORMS[self.form], **{k: v for k, v in given.items() if v is not None}}
         kwargs.setdefault("decoupled", spec["decoupled"])
-        if kwargs.get("positives") is not None:
-            raise ValueError("amcl does not take positives='label' yet: its kernels give a temperature to one "
-                             "positive per anchor; exclude='same_label' works")  # fmt: skip
+        if label_policy(kwargs.get("label_policy")) not in (None, LabelPolicy("exclude")):
+            raise ValueError("amcl does not take labels as positives yet: its kernels give a temperature to one "
+                             "positive per anchor; label_policy='exclude' works")  # fmt: skip
         super().__init__(**kwargs)
         self._check_form_args(eta=eta, iota=iota, beta=beta, topk=topk)
         sizes = dict(dim=dim, heads=heads, proj_dim=proj_dim, hidden=hidden, temperature_hidden=temperature_hidden)
@@ -208,7 +209,7 @@ class AMCLLoss(ContrastiveLoss):
         queue_labels: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """``z1``, ``z2`` are backbone features [N, dim]; each head projects them. ``labels`` [N] (and
-        ``queue_labels``) with ``exclude="same_label"``, as for every strategy."""
+        ``queue_labels``) with ``label_policy="exclude"``, as for every strategy."""
         if self.check_inputs:
             check_pair(z1, z2, ("h1", "h2"), allow_zero_rows=True)  # its heads' biases map a zero row somewhere
             check_feature_dim(z1, self.dim, "h1", f"dim={self.dim}")
@@ -299,11 +300,11 @@ class AMCLLoss(ContrastiveLoss):
         if self.negatives == "lse":
             exclude = pairs.exclude_cols if self.decoupled else pairs.exclude_cols[:, 1:]
             # same-label candidates are no terms; the positive stays one unless decoupled
-            labels = None if pairs.labels is None else (*pairs.labels, None if self.decoupled else pairs.cols)
             lse, tau_stats = amcl_negative_lse(
                 a_n, c_n, pa, pb, w2, mlp.second.bias.to(pa.dtype)[0], exclude if exclude.shape[1] else None,
                 floor=self.eta, span=self.iota, beta=self.beta, proj_dim=self.proj_dim,
-                chunk_elements=self.chunk_elements, labels=labels,
+                chunk_elements=self.chunk_elements, labels=pairs.labels,
+                kept=None if self.decoupled else pairs.cols,
             )  # fmt: skip
             n_terms = pairs.negative_count() + (0 if self.decoupled else pairs.n_rows)
             self.record(tau_neg_mean=tau_stats[0] / n_terms, tau_min=tau_stats[1], tau_max=tau_stats[2])

@@ -126,14 +126,14 @@ def test_a_label_column_excludes_same_label_rows_from_the_negatives(bert_dir):
     labels = batch.pop("labels")
     assert labels.tolist() == [[0, 0, 0, 0, 1, 1, 1, 1], [0, 1, 0, 2, 0, 1, 0, 2]]
     outputs = model(**batch)
-    ours = StrategyLossFunc("macl", host_tau=0.05, exclude="same_label")(outputs, labels)
+    ours = StrategyLossFunc("macl", host_tau=0.05, label_policy="exclude")(outputs, labels)
     z = outputs.last_hidden_state[:, 0]
-    core = clp.build_host_loss("macl", host_tau=0.05, layout="cross_view", exclude="same_label")
+    core = clp.build_host_loss("macl", host_tau=0.05, layout="cross_view", label_policy="exclude")
     torch.testing.assert_close(ours, core(z[:4], z[4:], labels=torch.tensor([0, 1, 0, 2])), rtol=1e-12, atol=1e-12)
     unlabelled = StrategyLossFunc("macl", host_tau=0.05)(outputs, labels[0])
     assert abs(float(ours.detach()) - float(unlabelled.detach())) > 1e-6
-    supervised = StrategyLossFunc("macl", host_tau=0.05, positives="label")(outputs, labels)
-    core = clp.build_host_loss("macl", host_tau=0.05, layout="cross_view", positives="label")
+    supervised = StrategyLossFunc("macl", host_tau=0.05, label_policy="positives_out")(outputs, labels)
+    core = clp.build_host_loss("macl", host_tau=0.05, layout="cross_view", label_policy="positives_out")
     torch.testing.assert_close(supervised, core(z[:4], z[4:], labels=torch.tensor([0, 1, 0, 2])), rtol=1e-12,
                                atol=1e-12)  # fmt: skip
     with pytest.raises(ValueError, match="no use for them"):

@@ -118,9 +118,9 @@ def test_the_hook_counts_from_where_a_fit_starts(tmp_path):
     assert int(twice.loss_fn.step_count) == 6
 
 
-@pytest.mark.parametrize("option", [{"exclude": "same_label"}, {"positives": "label"}])
+@pytest.mark.parametrize("option", [{"label_policy": "exclude"}, {"label_policy": "positives_out"}])
 def test_a_batch_with_labels_passes_them_to_the_loss(option):
-    """``(x1, x2, y)`` batches for a loss built with ``exclude="same_label"`` or ``positives="label"``: the step's
+    """``(x1, x2, y)`` batches for a loss built with ``label_policy="exclude"`` or ``"positives_out"``: the step's
     loss is the loss with ``labels=y``; malformed batches get one line."""
     from cl_plugins.integrations.frameworks.lightning import ContrastiveModule
 

@@ -60,7 +60,7 @@ def _mistakes(rng: random.Random) -> list[tuple[str, str]]:
     values = ("-1", "0", "nan", "1e9", "abc", "[1]")
     numeric = [(name, f"{arg}={rng.choice(values)}") for name, arg in _numeric_arguments()]
     call_time = [(name, arg) for name in clp.available_losses() if name != "amcl"
-                 for arg in ("exclude=same_label", "positives=label", "hard_negative_weight=0.5", "kernel=triton")]
+                 for arg in ("label_policy=exclude", "label_policy=positives_out", "hard_negative_weight=0.5", "kernel=triton")]
     return rng.sample(numeric, MISTAKES // 2) + rng.sample(call_time, MISTAKES - MISTAKES // 2)  # fmt: skip
 
 

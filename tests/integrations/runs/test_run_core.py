@@ -238,7 +238,7 @@ def test_mabel_eval_refuses_a_folder_without_a_trained_mlm_head(tmp_path, capsys
 #: trainer passes decides: labels, hard negatives, the features' width, the device): every registered strategy with
 #: one of them in turn, so each argument meets two strategies or more (the refusal comes from the same probe for
 #: all of them; tests/integrations/runs/test_refusal_search.py draws further combinations)
-CALL_TIME_ARGS = ("exclude=same_label", "positives=label", "hard_negative_weight=0.5", "kernel=triton")
+CALL_TIME_ARGS = ("label_policy=exclude", "label_policy=positives_out", "hard_negative_weight=0.5", "kernel=triton")
 CALL_TIME_MISTAKES = [
     *[(name, CALL_TIME_ARGS[i % len(CALL_TIME_ARGS)]) for i, name in enumerate(clp_names())],
     ("amcl", "dim=5"),

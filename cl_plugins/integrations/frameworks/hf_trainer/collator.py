@@ -12,7 +12,7 @@ VIEWS = ("anchor", "positive", "negative")
 
 class ViewCollator:
     """Rows of ``anchor`` / ``positive`` (/ ``negative``) texts -> one tokenised batch [V·B, L] + ``labels`` [V·B]
-    (each row's view); rows with an integer ``label`` (a class, for ``exclude="same_label"``) give ``labels``
+    (each row's view); rows with an integer ``label`` (a class, for a loss with a ``label_policy``) give ``labels``
     [2, V·B]: the views, then each row's class.
 
     Args:

@@ -73,7 +73,7 @@ class StrategyLossFunc(nn.Module):
         classes = labels[1][rows[0]] if labels.dim() == 2 else None  # each pair's class, from its anchor row
         if classes is not None and not getattr(self.loss_fn, "uses_labels", False):
             raise ValueError("the batch carries class labels (a 'label' column) but the loss has no use for them: "
-                             "build StrategyLossFunc(..., exclude='same_label') or (..., positives='label'), or drop "
+                             "build StrategyLossFunc(..., label_policy='exclude') (or 'positives_out', ...), or drop "
                              "the column")  # fmt: skip
         extra = {} if classes is None else {"labels": classes}
         return self.loss_fn(views[0], views[1], hard_negatives=hard, **extra)

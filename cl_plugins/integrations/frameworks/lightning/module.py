@@ -30,8 +30,8 @@ class ContrastiveModule(LightningModule):
         self.lr, self.weight_decay, self.optimizer_name = lr, weight_decay, optimizer
 
     def training_step(self, batch: tuple[torch.Tensor, ...], batch_idx: int) -> torch.Tensor:
-        """``(x1, x2)``, or ``(x1, x2, y)`` with each pair's class for a loss built with ``exclude="same_label"`` or
-        ``positives="label"``."""
+        """``(x1, x2)``, or ``(x1, x2, y)`` with each pair's class for a loss built with a
+        ``label_policy``."""
         if not isinstance(batch, (tuple, list)) or len(batch) not in (2, 3):
             raise ValueError("a batch is (x1, x2) or (x1, x2, labels), e.g. from TensorDataset(x1, x2[, y])")
         x1, x2, *labels = batch

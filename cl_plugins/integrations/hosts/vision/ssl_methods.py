@@ -107,7 +107,7 @@ class ContrastiveSSL(nn.Module):
             if queue_size < 1:
                 raise ValueError("mocov2 needs queue_size >= 1; without a queue use framework='simmoco'")
             out_dim = _output_dim(head)
-            # a loss that takes labels (exclude="same_label", positives="label") has the queue keep its keys' too
+            # a loss that takes labels (a label_policy) has the queue keep its keys' too
             self.queue = clp.FeatureQueue(queue_size, out_dim, labels=getattr(loss_fn, "uses_labels", False))
 
     def project(self, images: torch.Tensor) -> torch.Tensor:
@@ -119,13 +119,14 @@ class ContrastiveSSL(nn.Module):
         return self.head_m(self.backbone_m(images))
 
     def forward(self, batch: Any) -> torch.Tensor:
-        """``batch``: images, or (images, labels); the labels reach a loss built with ``exclude="same_label"``
-        (``--loss_arg exclude=same_label``: two images of one class are then no negatives of each other) or with
-        ``positives="label"`` (``--loss_arg positives=label``: supervised contrastive learning)."""
+        """``batch``: images, or (images, labels); the labels reach a loss built with a label policy:
+        ``--loss_arg label_policy=exclude`` (two images of one class are then no negatives of each other) or
+        ``--loss_arg label_policy=positives_out`` (supervised contrastive learning; also ``positives_in``,
+        ``positives_pair``)."""
         images = batch[0] if isinstance(batch, (tuple, list)) else batch
         labelled = getattr(self.loss_fn, "uses_labels", False)
         if labelled and not (isinstance(batch, (tuple, list)) and len(batch) > 1):
-            raise ValueError("a loss built with exclude='same_label' or positives='label' needs (images, labels) "
+            raise ValueError("a loss built with a label_policy needs (images, labels) "
                              "batches")  # fmt: skip
         extra = {"labels": batch[1]} if labelled else {}
         x1, x2 = self.augment(images), self.augment(images)

@@ -345,10 +345,10 @@ def test_long_tail_profile_is_cifar10_lt():
     assert torch.bincount(labels[stratified_subset(labels, 7)]).tolist() == [7] * 10
 
 
-@pytest.mark.parametrize("option", [{"exclude": "same_label"}, {"positives": "label"}])
+@pytest.mark.parametrize("option", [{"label_policy": "exclude"}, {"label_policy": "positives_out"}])
 @pytest.mark.parametrize("framework", ["simclr", "mocov2"])
 def test_class_labels_reach_a_loss_that_takes_them(framework, option):
-    """``--loss_arg exclude=same_label`` or ``--loss_arg positives=label``: the batches' CIFAR labels go to the
+    """``--loss_arg label_policy=exclude`` or ``label_policy=positives_out``: the batches' CIFAR labels go to the
     loss (and, for MoCo, into the queue beside its keys); an unlabelled batch is refused in one line."""
     from cl_plugins.integrations.hosts.vision.train import VisionConfig, build_model
 
