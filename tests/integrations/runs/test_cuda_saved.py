@@ -13,9 +13,8 @@ import pytest
 import torch
 
 from cl_plugins.integrations.runs import saved_model
-
-from tests.integrations.runs.test_run_safety import clean_env
 from tests import ROOT
+from tests.integrations.runs.test_run_safety import clean_env
 
 SAVED = ROOT / "tests" / "fixtures" / "cuda_saved"
 

@@ -13,9 +13,8 @@ import pytest
 from cl_plugins.integrations.runs import guard
 from cl_plugins.integrations.runs.guard import RunConflict, guarded
 from cl_plugins.integrations.runs.layout import RunLayout
-from tests.planted import Planted
 from tests import ROOT
-
+from tests.planted import Planted
 
 
 @dataclass
@@ -152,9 +151,8 @@ def test_issue_61_command_line_inputs_get_one_line(data_root, tmp_path, capsys):
     import torch
 
     from cl_plugins.integrations.console import main
-
-    from tests.integrations.hosts.simcse.test_simcse_train import SENTENCES
     from cl_plugins.integrations.modalities.text.tiny import make_tiny_bert
+    from tests.integrations.hosts.simcse.test_simcse_train import SENTENCES
 
     (tmp_path / "train.txt").write_text("\n".join(SENTENCES) + "\n")
     simcse = ["simcse-train", "--model", str(make_tiny_bert(tmp_path / "bert")), "--train_file",

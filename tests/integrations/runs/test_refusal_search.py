@@ -18,6 +18,7 @@ import torch
 
 import cl_plugins as clp
 from cl_plugins.integrations.runs import saved_model
+from tests.integrations.runs.test_run_core import CALL_TIME_ARGS
 from tests.planted import Planted
 
 SEED, MISTAKES, DAMAGES = 61, 30, 30
@@ -60,7 +61,7 @@ def _mistakes(rng: random.Random) -> list[tuple[str, str]]:
     values = ("-1", "0", "nan", "1e9", "abc", "[1]")
     numeric = [(name, f"{arg}={rng.choice(values)}") for name, arg in _numeric_arguments()]
     call_time = [(name, arg) for name in clp.available_losses() if name != "amcl"
-                 for arg in ("label_policy=exclude", "label_policy=positives_out", "hard_negative_weight=0.5", "kernel=triton")]
+                 for arg in CALL_TIME_ARGS]
     return rng.sample(numeric, MISTAKES // 2) + rng.sample(call_time, MISTAKES - MISTAKES // 2)  # fmt: skip
 
 

@@ -16,11 +16,10 @@ import pytest
 import torch
 
 from cl_plugins.integrations.runs import saved_model
-
+from tests import ROOT
 from tests.integrations.hosts.dcrec.test_dcrec_train import TINY as DCREC_TINY
 from tests.integrations.hosts.dcrec.test_dcrec_train import write_split
 from tests.integrations.runs.test_run_safety import clean_env
-from tests import ROOT
 
 KILLED = -9
 #: what differs between two runs of the same plan: where they ran, their clocks, and how they were started

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from cl_plugins.integrations.runs import atomic, guard, saved_model
-from tests.planted import Planted
 from tests import ROOT
+from tests.planted import Planted
 
 KILLED = -9
 GRAPH = "--dataset MUTAG --seeds 0 --batch_size 64 --hidden 8 --eval_folds 3 --no-svm_search --log_with none"

@@ -12,11 +12,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from cl_plugins.integrations.runs import atomic, saved_model
-
-from tests.integrations.hosts.simcse.test_simcse_train import SENTENCES
 from cl_plugins.integrations.modalities.text.tiny import make_tiny_bert
+from cl_plugins.integrations.runs import atomic, saved_model
 from tests import ROOT
+from tests.integrations.hosts.simcse.test_simcse_train import SENTENCES
 
 KILLED = -9
 

@@ -11,9 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from cl_plugins.integrations.runs import atomic, saved_model
-
 from cl_plugins.integrations.modalities.text.tiny import make_tiny_bert
+from cl_plugins.integrations.runs import atomic, saved_model
 from tests import ROOT
 
 TRAINERS = ("graphcl_tu", "grace", "graphcl_transfer", "dcrec", "vision", "simcse", "mabel")
