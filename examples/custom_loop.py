@@ -5,8 +5,7 @@
 
 A loop needs three things from cl-plugins, marked (1), (2), (3) below: the strategy, its parameters in
 the optimizer without weight decay, and the per-step hook. Data: ``$CL_PLUGINS_DATA/images`` (CIFAR-10).
-Class labels: ``loss_fn(z1, z2, labels=y)`` with ``label_policy="exclude"`` (no negatives) or
-``label_policy="positives_out"`` (SupCon).
+Class labels: ``loss_fn(z1, z2, labels=y)``, ``label_policy="exclude"`` or ``"positives_out"`` (SupCon).
 """
 
 from __future__ import annotations
