@@ -98,12 +98,12 @@ def _assert_same(a: tuple[dict[str, torch.Tensor], Any], b: tuple[dict[str, torc
     assert a[1] == b[1]
 
 
-@pytest.mark.slow
 #: each trainer killed in one phase of a save (all three phases and every trainer covered, each pairing once: the
 #: loop's own tests kill both trainer kinds in every phase, tests/integrations/runs/test_run_safety.py)
 KILLS = [("grace", "save:written:2"), ("graphcl_transfer", "save:published:2"), ("dcrec", "save:published:3")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("trainer", "point"), KILLS)
 def test_killed_in_a_save_and_resumed_ends_as_the_uninterrupted_run(straight, environments, tmp_path, trainer, point):
     cmd, env = TRAINERS[trainer][0], environments[trainer]
