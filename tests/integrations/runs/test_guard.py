@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -128,17 +129,20 @@ def _one_line(res: subprocess.CompletedProcess, *words: str) -> None:
 @pytest.mark.slow
 def test_cli_refusals_are_one_line(data_root, tmp_path):
     out = tmp_path / "run"
-    assert _graph(out, "--epochs", "2", "--loss", "macl").returncode == 0
-    _one_line(_graph(out, "--epochs", "2", "--loss", "macl"), "--overwrite", "--resume")
-    _one_line(_graph(out, "--epochs", "2", "--loss", "infonce", "--resume"), "loss: 'macl' -> 'infonce'")
-    _one_line(_graph(out, "--epochs", "1", "--loss", "macl", "--resume"), "2 epochs done", "--epochs 1")
-    _one_line(_graph(tmp_path / "b1", "--epochs", "1", "--batch_size", "1"), "--batch_size")
-    _one_line(_graph(tmp_path / "f1", "--epochs", "1", "--eval_folds", "1"), "--eval_folds")
+    with ThreadPoolExecutor(2) as pool:  # refusals in folders of their own run beside the chain in one folder
+        batch = pool.submit(_graph, tmp_path / "b1", "--epochs", "1", "--batch_size", "1")
+        folds = pool.submit(_graph, tmp_path / "f1", "--epochs", "1", "--eval_folds", "1")
+        queue = pool.submit(_graph, tmp_path / "q", "--epochs", "1", "--loss_arg", "layout=queue")
+        assert _graph(out, "--epochs", "2", "--loss", "macl").returncode == 0
+        _one_line(_graph(out, "--epochs", "2", "--loss", "macl"), "--overwrite", "--resume")
+        _one_line(_graph(out, "--epochs", "2", "--loss", "infonce", "--resume"), "loss: 'macl' -> 'infonce'")
+        _one_line(_graph(out, "--epochs", "1", "--loss", "macl", "--resume"), "2 epochs done", "--epochs 1")
+    _one_line(batch.result(), "--batch_size")
+    _one_line(folds.result(), "--eval_folds")
     debug = _graph(out, "--epochs", "2", "--loss", "macl", "--debug")
     assert debug.returncode != 0 and "Traceback" in debug.stderr
     # issue 61: a --loss_arg the trainer sets itself ("got multiple values for keyword argument"), a damaged manifest
-    _one_line(_graph(tmp_path / "q", "--epochs", "1", "--loss_arg", "layout=queue"), "--loss_arg layout=",
-              "sets layout itself")  # fmt: skip
+    _one_line(queue.result(), "--loss_arg layout=", "sets layout itself")
     assert not (tmp_path / "q").exists()
     manifest = out / guard.MANIFEST
     for text, named in (("{garbled", "is not readable JSON"), ('{"config": 1}', "is not a run manifest")):
