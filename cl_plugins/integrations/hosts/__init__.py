@@ -40,7 +40,7 @@ class Host:
     """What a host package declares (see the module docstring).
 
     Args:
-        name: the package's name under ``cl_plugins.integrations``.
+        name: the package's name under ``cl_plugins.integrations.hosts``.
         what: one line.
         commands: its ``cl-plugins`` subcommands (default: none).
         datasets: returns its catalogue entries (default: none); called once, when the catalogue is first read.
