@@ -91,10 +91,6 @@ class BlockLabels:
         """[r, c] whether candidate ``cols`` shares the label of anchor ``rows``: one tile's label mask."""
         return self.anchor[rows, None] == self.candidate[None, cols]
 
-    def rows(self, rows: slice | torch.Tensor) -> BlockLabels:
-        """The labels of some anchors against every candidate."""
-        return BlockLabels(self.anchor[rows], self.candidate, self.policy)
-
     @property
     def symmetric(self) -> bool:
         """The anchors are the candidates (a SimCLR block in one process)."""

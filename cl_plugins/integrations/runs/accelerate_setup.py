@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from cl_plugins.integrations.runs.layout import RunLayout
 from cl_plugins.validation import check_count
 
 
@@ -23,13 +24,14 @@ def available_tracker(log_with: str) -> str:
 
 
 def make_accelerator(
-    out: str | Path,
+    out: RunLayout | str | Path,
     gradient_accumulation_steps: int = 1,
     mixed_precision: str = "no",
     log_with: str = "tensorboard",
     find_unused_parameters: bool = False,
 ) -> Any:
-    """An ``accelerate.Accelerator`` logging to ``out/logs``; ``log_with="none"`` disables trackers."""
+    """An ``accelerate.Accelerator`` for the run (or unit) ``out``, logging to its ``logs/``; ``log_with="none"``
+    disables trackers."""
     check_count("--gradient_accumulation_steps", gradient_accumulation_steps)
     from accelerate import Accelerator
     from accelerate.state import AcceleratorState
@@ -37,7 +39,7 @@ def make_accelerator(
 
     # several runs in one process (benchmarks, tests) may differ in precision; the process group stays
     AcceleratorState._reset_state()
-    out = Path(out)
+    layout = out if isinstance(out, RunLayout) else RunLayout(Path(out))
     log_with = available_tracker(log_with)
     handlers = [DistributedDataParallelKwargs(find_unused_parameters=True)] if find_unused_parameters else []
     return Accelerator(
@@ -46,7 +48,7 @@ def make_accelerator(
         gradient_accumulation_steps=gradient_accumulation_steps,
         mixed_precision=mixed_precision,
         log_with=None if log_with == "none" else log_with,
-        project_config=ProjectConfiguration(project_dir=str(out), logging_dir=str(out / "logs")),
+        project_config=ProjectConfiguration(project_dir=str(layout.folder), logging_dir=str(layout.logs)),
         # trainers step their schedules once per optimizer step themselves: Accelerate's default advances
         # them once per process, which would run a step-count schedule world-size times too fast
         step_scheduler_with_optimizer=False,

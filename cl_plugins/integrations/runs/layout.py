@@ -72,10 +72,6 @@ class RunLayout:
         return self.output_dir / self.unit if self.unit else self.output_dir
 
     @property
-    def manifest(self) -> Path:
-        return self.output_dir / MANIFEST
-
-    @property
     def summary(self) -> Path:
         """The run's results (over every unit)."""
         return self.output_dir / RESULTS
@@ -104,9 +100,3 @@ class RunLayout:
     def logs(self) -> Path:
         return self.folder / "logs"
 
-
-def model_folder(path: str | Path, info: str = "cl_plugins.json") -> Path:
-    """The saved model a user names: the folder itself, or the ``model/`` of a run or unit folder (one whose own
-    ``info`` file is missing and whose ``model/`` has one)."""
-    path = Path(path)
-    return path / MODEL if not (path / info).exists() and (path / MODEL / info).is_file() else path

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from cl_plugins.integrations.runs import atomic
-from cl_plugins.integrations.runs.layout import model_folder
+from cl_plugins.integrations.runs.layout import MODEL
 
 T = TypeVar("T")
 #: the top-level keys of ``cl_plugins.json``, and the type each holds
@@ -86,7 +86,9 @@ def write_weights(weights: dict[str, Any], file: Path) -> None:
 def _folder_of(path: Path) -> Path:
     """The saved model's folder for a path naming it, one of its two files, or the run folder it is the ``model/``
     of (:class:`~cl_plugins.integrations.runs.layout.RunLayout`)."""
-    return path.parent if path.name in (INFO, WEIGHTS) and path.is_file() else model_folder(path, INFO)
+    if path.name in (INFO, WEIGHTS) and path.is_file():
+        return path.parent
+    return path / MODEL if not (path / INFO).exists() and (path / MODEL / INFO).is_file() else path
 
 
 def read_info(path: str | Path, trainers: Iterable[str], what: str) -> SavedModel:

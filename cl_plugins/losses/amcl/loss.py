@@ -51,7 +51,6 @@ from torch import nn
 from ...base import ContrastiveLoss
 from ...extension import LazyLogits, Pairs, softplus
 from ...kernels.dispatch import choose
-from ...labels import LabelPolicy, label_policy
 from ...layouts import NoNegatives, PairBlock
 from ...registry import register_loss
 from ...validation import check_choice, check_feature_dim, check_pair, check_range, check_temperature
@@ -144,10 +143,10 @@ class AMCLLoss(ContrastiveLoss):
         given = dict(eta=eta, iota=iota, beta=beta, topk=topk, share_temperature_mlp=share_temperature_mlp)
         spec = {**FORMS[self.form], **{k: v for k, v in given.items() if v is not None}}
         kwargs.setdefault("decoupled", spec["decoupled"])
-        if label_policy(kwargs.get("label_policy")) not in (None, LabelPolicy("exclude")):
+        super().__init__(**kwargs)
+        if self.label_policy is not None and self.label_policy.makes_positives:
             raise ValueError("amcl does not take labels as positives yet: its kernels give a temperature to one "
                              "positive per anchor; label_policy='exclude' works")  # fmt: skip
-        super().__init__(**kwargs)
         self._check_form_args(eta=eta, iota=iota, beta=beta, topk=topk)
         sizes = dict(dim=dim, heads=heads, proj_dim=proj_dim, hidden=hidden, temperature_hidden=temperature_hidden)
         for name, value in {**sizes, "chunk_elements": chunk_elements}.items():

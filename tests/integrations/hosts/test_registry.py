@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import importlib
-from pathlib import Path
 
 from cl_plugins.integrations.data import catalogue
 from cl_plugins.integrations.hosts import commands, hosts
 from cl_plugins.integrations.runs.config import RunConfig
 from tests import ROOT
+from tests.test_layout import imported_modules
 
 
 def test_every_host_package_declares_itself():
@@ -53,17 +52,6 @@ def test_the_readme_names_every_host_and_its_docs_page():
         assert f"(docs/{host.docs})" in layout, f"README's layout section does not link docs/{host.docs}"
 
 
-def _imported_modules(path: Path) -> set[str]:
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module:
-            found.add(node.module)
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
-        elif isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-    return found
-
-
 def test_no_host_imports_another_and_only_hosts_import_hosts():
     """What two hosts share lives in ``modalities/``, their evaluation in ``evaluation/``: a host package imports
     the registry and the patch kit of ``hosts/``, and no other host; nothing outside ``hosts/`` imports a host."""
@@ -72,7 +60,7 @@ def test_no_host_imports_another_and_only_hosts_import_hosts():
     for path in package.rglob("*.py"):
         parts = path.relative_to(package).parts
         own = parts[1] if parts[0] == "hosts" and len(parts) > 2 else None
-        for module in _imported_modules(path):
+        for module in imported_modules(path):
             pieces = module.split(".")
             if pieces[:3] == ["cl_plugins", "integrations", "hosts"] and len(pieces) > 3 and pieces[3] in names:
                 assert pieces[3] == own, f"{path.relative_to(ROOT)} imports the host module {module}"

@@ -130,7 +130,7 @@ def run_seed(config: DCRecConfig, layout: RunLayout, splits: DCRecSplits, seed: 
     from torch.utils.data import DataLoader, TensorDataset
 
     layout = layout.seed(seed)
-    accelerator = make_accelerator(layout.folder, mixed_precision=config.mixed_precision, log_with=config.log_with)
+    accelerator = make_accelerator(layout, mixed_precision=config.mixed_precision, log_with=config.log_with)
     set_seed(seed)
     model = build_model(config, splits)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)

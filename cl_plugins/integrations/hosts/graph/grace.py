@@ -137,7 +137,7 @@ def run_seed(config: GraceConfig, layout: RunLayout, seed: int, dataset: Any) ->
 
     s = settings(config)
     layout = layout.seed(seed)
-    accelerator = make_accelerator(layout.folder, mixed_precision=config.mixed_precision, log_with=config.log_with)
+    accelerator = make_accelerator(layout, mixed_precision=config.mixed_precision, log_with=config.log_with)
     set_seed(seed)
     model = build_model(config, dataset.num_features)
     optimizer = torch.optim.Adam(model.parameters(), lr=s["lr"], weight_decay=s["weight_decay"])

@@ -67,7 +67,7 @@ def pretrain(config: TransferConfig, layout: RunLayout) -> dict[str, torch.Tenso
     from torch_geometric.loader import DataLoader
 
     pretraining = layout.part("pretrain")
-    accelerator = make_accelerator(pretraining.folder, mixed_precision=config.mixed_precision,
+    accelerator = make_accelerator(pretraining, mixed_precision=config.mixed_precision,
                                    log_with=config.log_with)  # fmt: skip
     set_seed(config.pretrain_seed)
     root = Path(config.data_root) if config.data_root else None

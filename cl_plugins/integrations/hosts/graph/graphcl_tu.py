@@ -50,7 +50,7 @@ def run_seed(config: TUConfig, layout: RunLayout, seed: int, dataset: Any) -> di
     from torch_geometric.loader import DataLoader
 
     layout = layout.seed(seed)
-    accelerator = make_accelerator(layout.folder, mixed_precision=config.mixed_precision, log_with=config.log_with)
+    accelerator = make_accelerator(layout, mixed_precision=config.mixed_precision, log_with=config.log_with)
     set_seed(seed)
     model = build_model(config, dataset.num_features)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)

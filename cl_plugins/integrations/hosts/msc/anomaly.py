@@ -158,7 +158,7 @@ def run_one_class(config: MSCConfig, layout: RunLayout, normal: int, seed: int, 
     from torch.utils.data import DataLoader, TensorDataset
 
     layout = layout.seed(seed, prefix=f"class{normal}_")
-    accelerator = make_accelerator(layout.folder, mixed_precision=config.mixed_precision, log_with=config.log_with)
+    accelerator = make_accelerator(layout, mixed_precision=config.mixed_precision, log_with=config.log_with)
     set_seed(seed)
     backbone, evaluation, augment, _ = load_msc_backbone(config)
     if config.freeze:

@@ -170,7 +170,7 @@ def run(config: VisionConfig, *, layout: RunLayout) -> dict[str, Any]:
 
     if config.eval_every < 0 or config.epochs < 1:
         raise ValueError("epochs must be >= 1 and eval_every >= 0")
-    accelerator = make_accelerator(layout.folder, mixed_precision=config.mixed_precision, log_with=config.log_with)
+    accelerator = make_accelerator(layout, mixed_precision=config.mixed_precision, log_with=config.log_with)
     set_seed(config.seed)
     train = load_split(config, "train")
     images, labels = training_set(config, train)

@@ -154,7 +154,7 @@ def train(
 
     check_model_path(config.model)
     # find_unused_parameters: the checkpoint's own pooler layer is used by none of SimCSE's poolers
-    accelerator = make_accelerator(layout.folder, config.gradient_accumulation_steps, config.mixed_precision,
+    accelerator = make_accelerator(layout, config.gradient_accumulation_steps, config.mixed_precision,
                                    config.log_with, find_unused_parameters=True)  # fmt: skip
     set_seed(config.seed)
     tokenizer = pretrained(AutoTokenizer, config.model)
