@@ -1,4 +1,5 @@
-"""The types a strategy author works with: :class:`Pairs`, :class:`LogitMap`, :class:`LazyLogits`.
+"""The types a strategy author works with: :class:`Pairs`, :class:`LogitMap`, :class:`LazyLogits`, and for a map's
+Triton form :class:`TritonMap`, :func:`triton_map` and ``tl`` (``triton.language``, None without Triton).
 
 A strategy (:class:`cl_plugins.ContrastiveLoss` subclass) computes its loss from a block's logits and its
 :class:`Pairs`. The logits are either a dense [A, M] tensor or :class:`LazyLogits` (the cosines, computed only
@@ -13,6 +14,7 @@ This module only re-exports: the kernels' contract lives in :mod:`cl_plugins.ker
 from __future__ import annotations
 
 from .kernels.lazy import LazyLogits, LogitMap
+from .kernels.triton_lse import TritonMap, tl, triton_map
 from .pairs import Pairs, reweighted_nll, softplus
 
-__all__ = ["LazyLogits", "LogitMap", "Pairs", "reweighted_nll", "softplus"]
+__all__ = ["LazyLogits", "LogitMap", "Pairs", "TritonMap", "reweighted_nll", "softplus", "tl", "triton_map"]

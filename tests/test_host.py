@@ -106,6 +106,33 @@ def test_the_strategy_authoring_snippet_of_the_docs_runs_on_every_kernel():
         registry._REGISTRY.pop("cubic", None)  # other tests list the shipped strategies
 
 
+@pytest.mark.skipif(not clp.kernels.triton_lse.usable_on(torch.device("cpu")),
+                    reason="Triton's interpreter is not on (tests/conftest.py sets it unless --device cuda)")
+def test_the_triton_form_snippet_of_the_docs_runs_on_the_triton_kernel(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """docs/strategies.md "Writing a strategy", its second snippet: the map's Triton form, from a file of its own
+    (Triton reads a jitted function's source), equals the streaming kernel under Triton's interpreter."""
+    import importlib.util
+    import re
+
+    from cl_plugins.extension import LogitMap, TritonMap
+    from cl_plugins.kernels.streaming import streaming_negative_lse
+    from cl_plugins.kernels.triton_lse import triton_negative_lse
+
+    section = (ROOT / "docs" / "strategies.md").read_text().split("## Writing a strategy", 1)[1]
+    (tmp_path / "cubic_triton.py").write_text(re.findall(r"```python\n(.*?)```", section, flags=re.S)[1])
+    spec = importlib.util.spec_from_file_location("cubic_triton", tmp_path / "cubic_triton.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    cubic = LogitMap(lambda s: 5 * s**3, with_derivative=lambda s: (5 * s**3, 15 * s**2), bound=5.0,
+                     triton=TritonMap.of(module._cubic_triton, (5.0,)))  # fmt: skip
+    unit = torch.nn.functional.normalize(torch.randn(2, 20, 16, generator=torch.Generator().manual_seed(0)), dim=-1)
+    exclude = torch.arange(20)[:, None]
+    ours = triton_negative_lse(unit[0], unit[1], exclude, logit_map=cubic)
+    assert ours is not None, "the Triton kernel took the map"
+    reference = streaming_negative_lse(unit[0], unit[1], exclude, logit_map=cubic)
+    torch.testing.assert_close(ours[0], reference[0], rtol=1e-5, atol=1e-6)
+
+
 def test_the_labels_snippet_of_the_docs_runs():
     """docs/strategies.md "Labels": the snippet as written, on a batch of 8 pairs of 4 classes."""
     import re

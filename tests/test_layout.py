@@ -35,3 +35,29 @@ def test_benchmarks_and_examples_import_nothing_from_tests():
     for path in [*(ROOT / "benchmarks").glob("*.py"), *(ROOT / "examples").glob("*.py")]:
         names = imported_modules(path)
         assert not any(n == "tests" or n.startswith("tests.") for n in names), path.relative_to(ROOT)
+
+
+def _code_words(path: Path) -> set[str]:
+    """The identifiers and string constants of a module's code (docstrings and comments are prose, left out)."""
+    tree = ast.parse(path.read_text())
+    scopes = [node for node in ast.walk(tree) if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef))]
+    docstrings = {id(node.body[0].value) for node in scopes if ast.get_docstring(node)}
+    words: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            words.add(node.value)
+        elif isinstance(node, ast.Name):
+            words.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            words.add(node.attr)
+    return words
+
+
+def test_no_kernel_names_a_strategy():
+    """A kernel takes a strategy's map as given (FlexAttention's score_mod): adding a strategy edits no kernel."""
+    import cl_plugins as clp
+
+    names = set(clp.available_losses()) - {"infonce"}  # InfoNCE is the kernels' own subject
+    for path in (ROOT / "cl_plugins" / "kernels").glob("*.py"):
+        named = names & _code_words(path)
+        assert not named, f"{path.relative_to(ROOT)} names {sorted(named)} in its code"

@@ -15,7 +15,7 @@ from .fused import NegativeLSE
 from .pairs import pair_cosines
 from .streaming import streaming_negative_lse
 from .symmetric import symmetric_negative_lse, symmetric_plan
-from .triton_lse import triton_negative_lse
+from .triton_lse import TritonMap, triton_negative_lse
 
 if TYPE_CHECKING:
     from ..labels import BlockLabels
@@ -52,9 +52,9 @@ class LogitMap:
     #: (exp(phi), exp(phi) phi' or None, stat or None)``; set when the map is compiled, and then the streaming kernels
     #: compile each whole tile
     tile_form: tuple[Callable[..., Any], tuple[Any, ...]] | None = None
-    #: ``(map id, params)`` for ``kernel="triton"`` (:data:`cl_plugins.kernels.triton_lse.MAPS`; None: that kernel
-    #: streams this map instead)
-    triton: tuple[int, tuple[float, ...]] | None = None
+    #: the map's form for ``kernel="triton"``, a jitted function from the strategy's own file
+    #: (:class:`~cl_plugins.kernels.triton_lse.TritonMap`; None: that kernel streams this map instead)
+    triton: TritonMap | None = None
 
     def evaluate(self, x: torch.Tensor, want: str | None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(phi(x), the ``want``-ed companion: ``"stat"``, ``"derivative"`` or None)."""

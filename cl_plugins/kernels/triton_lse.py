@@ -11,9 +11,10 @@ Backward recomputes each block twice, once in a kernel over anchor blocks (``dA 
 blocks (``dC = G^T a``), with ``G_ij = exp(l_ij - LSE_i) g_i phi'(x_ij)``: no atomics, so the gradients are
 deterministic. A learned temperature is in the anchors (pre-scaled by 1/tau), so autograd carries its gradient.
 
-Per-pair maps are described to the kernel by ``LogitMap.triton = (map id, params)`` (:data:`MAPS`): DySTreSS's five
-profiles (detached tau: phi' = 1/tau, statistic tau) and temperature-free's clamped 2 atanh (phi' = 2 / (1 - s^2)).
-A map without that description runs on the streaming kernel.
+A per-pair map reaches the kernels as a :class:`TritonMap` (``LogitMap.triton``): a ``triton.jit`` function of a
+block of cosines, written in the strategy's own file (:func:`triton_map`), which the kernels take as a compile-time
+argument and call per tile, as FlexAttention's ``score_mod``: no kernel names a strategy. A map without a Triton form
+runs on the streaming kernel.
 
 How the kernels run is a :class:`TritonConfig` (:data:`DEFAULTS` by D, or one set with :func:`using`): the
 products' precision (by default bf16x3, three bf16 products of a hi/lo split on the tensor cores with float32
@@ -27,10 +28,10 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -45,10 +46,41 @@ try:  # optional: pip install "cl-plugins[triton]"
     import triton.language as tl
 except ImportError:  # pragma: no cover - exercised where triton is absent
     triton = None  # type: ignore[assignment]
+    tl = None  # type: ignore[assignment]
 
-#: map ids of ``LogitMap.triton``: 0 is none (a scalar temperature, already in the anchors)
-MAPS = {"cosine": 1, "shifted": 2, "linear": 3, "exponential": 4, "monotone": 5, "temperature_free": 6}
 BLOCK = 32
+
+
+def triton_map(function: Callable[..., Any]) -> Any:
+    """Decorates a per-pair map's Triton form, ``function(x, params, constant) -> (phi(x), phi'(x), stat(x))`` on a
+    block of float32 cosines ``x``: ``params`` is the tuple of :attr:`TritonMap.params` (runtime floats),
+    ``constant`` the compile-time :attr:`TritonMap.constant` (branch on it freely). The ``triton.jit`` function, or
+    None where Triton is absent (the strategy's map then has no Triton form). Write numbers as literals: a jitted
+    function reads no module globals."""
+    return None if triton is None else triton.jit(function)
+
+
+@dataclass(frozen=True)
+class TritonMap:
+    """A per-pair map's form for ``kernel="triton"``: ``function`` (from :func:`triton_map`, in the strategy's file)
+    called per tile as ``function(x, params, constant)``.
+
+    Args:
+        function: the jitted map, returning (logit, d logit / dx, statistic) of the cosines (the statistic is summed,
+            minimised and maximised over the negatives only where the :class:`~cl_plugins.kernels.lazy.LogitMap`
+            has ``on_stats``)
+        params: the map's runtime parameters, floats (default: ``()``)
+        constant: a compile-time value the function may branch on, e.g. a profile's number (default: 0)
+    """
+
+    function: Any
+    params: tuple[float, ...] = ()
+    constant: int = 0
+
+    @classmethod
+    def of(cls, function: Any, params: tuple[float, ...] = (), constant: int = 0) -> TritonMap | None:
+        """The form, or None where ``function`` is (Triton absent: :func:`triton_map` gave None)."""
+        return None if function is None else cls(function, params, constant)
 
 
 def available() -> bool:
@@ -71,29 +103,9 @@ def refuse_unusable(device: torch.device) -> None:
 if triton is not None:
 
     @triton.jit
-    def _phi(x, MAP: tl.constexpr, p0, p1, p2, p3):
-        """(logit, d logit / dx, statistic) of the cosines ``x`` under map ``MAP``."""
-        if MAP == 0:
-            return x, x * 0.0 + 1.0, x * 0.0
-        if MAP == 6:  # temperature-free: p0, p1 = the clamp's bounds
-            c = tl.minimum(tl.maximum(x, p0), p1)
-            logit = tl.log((1.0 + c) / (1.0 - c))
-            return logit, tl.where(c == x, 2.0 / (1.0 - c * c), 0.0), x * 0.0
-        delta = p1 - p0  # DySTreSS: p0, p1 = tau_min, tau_max; p2, p3 = shift, scale
-        pi = 3.141592653589793
-        if MAP == 1:
-            tau = p0 + 0.5 * delta * (1.0 - tl.cos(pi * x))
-        elif MAP == 2:
-            window = p0 + 0.5 * delta * (1.0 + tl.cos((pi / p3) * (p2 + x)))
-            inside = tl.where(p2 <= 0.0, x <= -p2, x >= -p2) | (p2 == 0.0)
-            tau = tl.where(inside, window, p1)
-        elif MAP == 3:
-            tau = p0 + delta * tl.abs(x)
-        elif MAP == 4:
-            tau = p0 + delta * (tl.exp(tl.abs(x)) - 1.0) / (2.718281828459045 - 1.0)
-        else:
-            tau = p0 + 0.5 * delta * (1.0 - tl.cos(0.5 * pi * (1.0 + x)))
-        return x / tau, 1.0 / tau, tau
+    def _scalar(x, params, constant):
+        """The map of a scalar temperature, already in the anchors: the products themselves."""
+        return x, x * 0.0 + 1.0, x * 0.0
 
     @triton.jit
     def _rows(ptr, idx, n, D, k0, BD: tl.constexpr):
@@ -115,9 +127,9 @@ if triton is not None:
 
     @triton.jit
     def _tile(x, rows, cols, A, M, ex_ptr, K: tl.constexpr, la_ptr, lc_ptr, LABELS: tl.constexpr, bias_ptr, bias,
-              BIAS: tl.constexpr, MAP: tl.constexpr, p0, p1, p2, p3):  # fmt: skip
+              BIAS: tl.constexpr, MAP: tl.constexpr, P, MC: tl.constexpr):  # fmt: skip
         """(masked logits with -inf off the negatives, phi', statistic, negatives mask) of the products ``x``."""
-        logit, deriv, stat = _phi(x, MAP, p0, p1, p2, p3)
+        logit, deriv, stat = MAP(x, P, MC)
         neg = (rows[:, None] < A) & (cols[None, :] < M)
         for k in tl.static_range(K):
             ex = tl.load(ex_ptr + rows * K + k, mask=rows < A, other=-1)
@@ -140,7 +152,7 @@ if triton is not None:
 
     @triton.jit
     def _forward(a_ptr, c_ptr, A, M, D, ex_ptr, K: tl.constexpr, la_ptr, lc_ptr, LABELS: tl.constexpr, bias_ptr,
-                 bias, BIAS: tl.constexpr, MAP: tl.constexpr, p0, p1, p2, p3, ratio, RATIO: tl.constexpr,
+                 bias, BIAS: tl.constexpr, MAP: tl.constexpr, P, MC: tl.constexpr, ratio, RATIO: tl.constexpr,
                  lse_ptr, extra_ptr, stat_ptr, STATS: tl.constexpr, DP: tl.constexpr, BD: tl.constexpr,
                  DO: tl.constexpr, PREC: tl.constexpr, BA: tl.constexpr, BM: tl.constexpr):  # fmt: skip
         rows = tl.program_id(0) * BA + tl.arange(0, BA)
@@ -156,7 +168,7 @@ if triton is not None:
             cols = j + tl.arange(0, BM)
             x = _products(a_first, a_ptr, c_ptr, rows, cols, A, M, D, DP, BD, PREC)
             logit, deriv, stat, neg = _tile(x, rows, cols, A, M, ex_ptr, K, la_ptr, lc_ptr, LABELS, bias_ptr, bias,
-                                            BIAS, MAP, p0, p1, p2, p3)  # fmt: skip
+                                            BIAS, MAP, P, MC)  # fmt: skip
             m, s = _online(m, s, logit)
             if RATIO:
                 m2, s2 = _online(m2, s2, logit * ratio)
@@ -175,11 +187,11 @@ if triton is not None:
 
     @triton.jit
     def _gradient(x, rows, cols, A, M, ex_ptr, K: tl.constexpr, la_ptr, lc_ptr, LABELS: tl.constexpr, bias_ptr, bias,
-                  BIAS: tl.constexpr, MAP: tl.constexpr, p0, p1, p2, p3, lse_ptr, g_ptr, dtype: tl.constexpr):
+                  BIAS: tl.constexpr, MAP: tl.constexpr, P, MC: tl.constexpr, lse_ptr, g_ptr, dtype: tl.constexpr):
         """G = dL/dx of the products ``x``: exp(l - LSE_i) g_i phi', 0 off the negatives, in ``dtype`` (the tensor
         cores' operand)."""
         logit, deriv, stat, neg = _tile(x, rows, cols, A, M, ex_ptr, K, la_ptr, lc_ptr, LABELS, bias_ptr, bias, BIAS,
-                                        MAP, p0, p1, p2, p3)  # fmt: skip
+                                        MAP, P, MC)  # fmt: skip
         lse = tl.load(lse_ptr + rows, mask=rows < A, other=0.0)
         lse = tl.where(lse == float("-inf"), 0.0, lse)  # a row with no negative: every entry is masked anyway
         g = tl.load(g_ptr + rows, mask=rows < A, other=0.0)
@@ -187,7 +199,7 @@ if triton is not None:
 
     @triton.jit
     def _backward_anchors(a_ptr, c_ptr, A, M, D, ex_ptr, K: tl.constexpr, la_ptr, lc_ptr, LABELS: tl.constexpr,
-                          bias_ptr, bias, BIAS: tl.constexpr, MAP: tl.constexpr, p0, p1, p2, p3, lse_ptr, g_ptr,
+                          bias_ptr, bias, BIAS: tl.constexpr, MAP: tl.constexpr, P, MC: tl.constexpr, lse_ptr, g_ptr,
                           out_ptr, DP: tl.constexpr, BD: tl.constexpr, DO: tl.constexpr, PREC: tl.constexpr,
                           BA: tl.constexpr, BM: tl.constexpr):  # fmt: skip
         """dA = G c for a block of anchors and DO of the D columns (program axis 1): the logits are recomputed
@@ -200,15 +212,15 @@ if triton is not None:
             cols = j + tl.arange(0, BM)
             x = _products(a_first, a_ptr, c_ptr, rows, cols, A, M, D, DP, BD, PREC)
             c_blk = _rows(c_ptr, cols, M, D, d0, DO)
-            grad = _gradient(x, rows, cols, A, M, ex_ptr, K, la_ptr, lc_ptr, LABELS, bias_ptr, bias, BIAS, MAP, p0,
-                             p1, p2, p3, lse_ptr, g_ptr, a_ptr.dtype.element_ty)  # fmt: skip
+            grad = _gradient(x, rows, cols, A, M, ex_ptr, K, la_ptr, lc_ptr, LABELS, bias_ptr, bias, BIAS, MAP, P,
+                             MC, lse_ptr, g_ptr, a_ptr.dtype.element_ty)  # fmt: skip
             acc = tl.dot(grad, c_blk, acc, input_precision=PREC)
         d = d0 + tl.arange(0, DO)
         tl.store(out_ptr + rows[:, None] * D + d[None, :], acc, mask=(rows[:, None] < A) & (d[None, :] < D))
 
     @triton.jit
     def _backward_candidates(a_ptr, c_ptr, A, M, D, ex_ptr, K: tl.constexpr, la_ptr, lc_ptr, LABELS: tl.constexpr,
-                             bias_ptr, bias, BIAS: tl.constexpr, MAP: tl.constexpr, p0, p1, p2, p3, lse_ptr, g_ptr,
+                             bias_ptr, bias, BIAS: tl.constexpr, MAP: tl.constexpr, P, MC: tl.constexpr, lse_ptr, g_ptr,
                              out_ptr, DP: tl.constexpr, BD: tl.constexpr, DO: tl.constexpr, PREC: tl.constexpr,
                              BA: tl.constexpr, BM: tl.constexpr):  # fmt: skip
         """dC = G^T a for a block of candidates and DO of the D columns, as :func:`_backward_anchors`."""
@@ -220,8 +232,8 @@ if triton is not None:
             rows = i + tl.arange(0, BA)
             x = tl.trans(_products(c_first, c_ptr, a_ptr, cols, rows, M, A, D, DP, BD, PREC))
             a_blk = _rows(a_ptr, rows, A, D, d0, DO)
-            grad = _gradient(x, rows, cols, A, M, ex_ptr, K, la_ptr, lc_ptr, LABELS, bias_ptr, bias, BIAS, MAP, p0,
-                             p1, p2, p3, lse_ptr, g_ptr, a_ptr.dtype.element_ty)  # fmt: skip
+            grad = _gradient(x, rows, cols, A, M, ex_ptr, K, la_ptr, lc_ptr, LABELS, bias_ptr, bias, BIAS, MAP, P,
+                             MC, lse_ptr, g_ptr, a_ptr.dtype.element_ty)  # fmt: skip
             acc = tl.dot(tl.trans(grad), a_blk, acc, input_precision=PREC)
         d = d0 + tl.arange(0, DO)
         tl.store(out_ptr + cols[:, None] * D + d[None, :], acc, mask=(cols[:, None] < M) & (d[None, :] < D))
@@ -325,12 +337,13 @@ class _Spec:
         ex = dummy if exclude_cols is None else exclude_cols.long().contiguous()
         la, lc = (dummy, dummy) if labels is None else (labels.anchor.long().contiguous(),
                                                         labels.candidate.long().contiguous())
-        map_id, params = (0, ()) if logit_map is None else logit_map.triton  # type: ignore[misc]
-        p = [float(v) for v in params] + [0.0] * (4 - len(params))
+        form = TritonMap(_scalar) if logit_map is None else logit_map.triton
+        assert form is not None  # supports() declined maps without one
+        params = tuple(float(v) for v in form.params) or (0.0,)  # a tuple argument is never empty
         k = 0 if exclude_cols is None else exclude_cols.shape[1]
         bias_t = dummy if bias_cols is None else bias_cols.long().contiguous()
         self.common = (a.shape[0], c.shape[0], a.shape[1], ex, k, la, lc, labels is not None, bias_t, float(bias),
-                       bias_cols is not None, map_id, *p)  # fmt: skip
+                       bias_cols is not None, form.function, params, form.constant)  # fmt: skip
         self.config = config
         self.sizes = config.sizes(a.shape[1])
 

@@ -38,9 +38,8 @@ from typing import Any
 import torch
 
 from ..base import ContrastiveLoss
-from ..extension import LazyLogits, LogitMap, Pairs
+from ..extension import LazyLogits, LogitMap, Pairs, TritonMap, tl, triton_map
 from ..kernels.compiled import maybe_compiled, resolve
-from ..kernels.triton_lse import MAPS
 from ..registry import register_loss
 from ..validation import check_choice, check_positive, check_range, check_temperature
 
@@ -98,6 +97,28 @@ def _tile_form(s: torch.Tensor, *args: Any) -> tuple[torch.Tensor, torch.Tensor 
     inverse = tau.reciprocal()
     e = torch.exp(s * inverse)
     return e, (e * inverse if grad else None), tau
+
+
+@triton_map
+def _triton_form(x, params, profile):  # type: ignore[no-untyped-def]
+    """(x / tau, 1 / tau, tau) of a block of cosines for ``kernel="triton"``; ``params`` = (tau_min, tau_max, shift,
+    scale), ``profile`` its index in :data:`PROFILES` (a compile-time branch)."""
+    tau_min, tau_max, shift, scale = params[0], params[1], params[2], params[3]
+    delta = tau_max - tau_min
+    pi = 3.141592653589793
+    if profile == 0:
+        tau = tau_min + 0.5 * delta * (1.0 - tl.cos(pi * x))
+    elif profile == 1:
+        window = tau_min + 0.5 * delta * (1.0 + tl.cos((pi / scale) * (shift + x)))
+        inside = tl.where(shift <= 0.0, x <= -shift, x >= -shift) | (shift == 0.0)
+        tau = tl.where(inside, window, tau_max)
+    elif profile == 2:
+        tau = tau_min + delta * tl.abs(x)
+    elif profile == 3:
+        tau = tau_min + delta * (tl.exp(tl.abs(x)) - 1.0) / (2.718281828459045 - 1.0)
+    else:
+        tau = tau_min + 0.5 * delta * (1.0 - tl.cos(0.5 * pi * (1.0 + x)))
+    return x / tau, 1.0 / tau, tau
 
 
 @register_loss("dystress")
@@ -173,7 +194,8 @@ class DySTreSSLoss(ContrastiveLoss):
         if not self.detach:
             return LogitMap(value, with_stat=with_stat, on_stats=on_stats, bound=bound)
         tiles = (_tile_form, profile) if resolve(self.compile_maps) else None
-        triton = (MAPS[self.profile], (self.tau_min, self.tau_max, self.shift, self.scale))
+        params = (self.tau_min, self.tau_max, self.shift, self.scale)
+        triton = TritonMap.of(_triton_form, params, PROFILES.index(self.profile))
         return LogitMap(value, with_derivative, with_stat, on_stats, full, bound=bound, tile_form=tiles, triton=triton)
 
     def logits(self, sim: torch.Tensor | LazyLogits, pairs: Pairs) -> torch.Tensor | LazyLogits:

@@ -26,9 +26,8 @@ from typing import Any
 import torch
 
 from ..base import ContrastiveLoss
-from ..extension import LazyLogits, LogitMap, Pairs
+from ..extension import LazyLogits, LogitMap, Pairs, TritonMap, tl, triton_map
 from ..kernels.compiled import maybe_compiled, resolve
-from ..kernels.triton_lse import MAPS
 from ..registry import register_loss
 
 
@@ -55,6 +54,14 @@ def _tile_form(s: torch.Tensor, lo: float, hi: float, grad: bool) -> tuple[torch
     """:func:`closed_form` for the compiled tiles (:mod:`cl_plugins.kernels.tiles`): no statistic."""
     e, factor = closed_form(s, lo, hi, grad)
     return e, factor, None
+
+
+@triton_map
+def _triton_form(x, params, unused):  # type: ignore[no-untyped-def]
+    """(2 atanh(c), its derivative, no statistic) of a block of cosines for ``kernel="triton"``, c = x clamped to
+    ``params`` = (lo, hi); the derivative is 0 where the clamp bites."""
+    c = tl.minimum(tl.maximum(x, params[0]), params[1])
+    return tl.log((1.0 + c) / (1.0 - c)), tl.where(c == x, 2.0 / (1.0 - c * c), 0.0), x * 0.0
 
 
 @register_loss("temperature_free")
@@ -100,7 +107,7 @@ class TemperatureFreeLoss(ContrastiveLoss):
         bound = math.log((2 - self.eps) / self.eps)  # 2 atanh(1 - eps)
         tiles = (_tile_form, (lo, hi)) if resolve(self.compile_maps) else None
         return LogitMap(value, with_derivative=lambda s: (value(s), derivative(s)), exp_form=exp_form, bound=bound,
-                        tile_form=tiles, triton=(MAPS["temperature_free"], (lo, hi)))  # fmt: skip
+                        tile_form=tiles, triton=TritonMap.of(_triton_form, (lo, hi)))  # fmt: skip
 
     def logits(self, sim: torch.Tensor | LazyLogits, pairs: Pairs) -> torch.Tensor | LazyLogits:
         positive = pairs.positive(sim).detach()

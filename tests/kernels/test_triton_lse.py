@@ -12,7 +12,8 @@ import pytest
 import torch
 
 import cl_plugins as clp
-from cl_plugins.kernels import dispatch, triton_lse
+from cl_plugins.extension import LogitMap, TritonMap, tl, triton_map
+from cl_plugins.kernels import dispatch, streaming, triton_lse
 from tests.dist_utils import run_distributed, split
 from tests.kernels.test_streaming import LAYOUTS, STREAMABLE, _assert_same, _inputs, _run
 
@@ -172,6 +173,38 @@ def test_maps_without_a_triton_form_stream(small_blocks: list[int]) -> None:
     ours = _run("dystress", "triton", "simclr", data, detach=False)  # its derivative has no Triton form
     assert not small_blocks
     _assert_same(ours, _run("dystress", "dense", "simclr", data, detach=False), rtol=1e-5, atol=1e-6)
+
+
+@triton_map
+def _sine_form(x, params, unused):  # type: ignore[no-untyped-def]
+    """A map no strategy has, written outside the package: phi(x) = p0 sin(x), statistic x^2."""
+    return params[0] * tl.sin(x), params[0] * tl.cos(x), x * x
+
+
+def test_a_map_written_outside_the_package_runs_on_the_kernel(small_blocks: list[int]) -> None:
+    """A new per-pair strategy brings its Triton form from its own file: the kernels take it as given."""
+    stats: list[tuple[float, ...]] = []
+
+    def sine(s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return 3.0 * torch.sin(s), s * s
+
+    def record(total: torch.Tensor, low: torch.Tensor, high: torch.Tensor) -> None:
+        stats.append((float(total), float(low), float(high)))
+
+    logit_map = LogitMap(lambda s: 3.0 * torch.sin(s), with_derivative=lambda s: (3.0 * torch.sin(s),
+                         3.0 * torch.cos(s)), with_stat=sine, on_stats=record, triton=TritonMap.of(_sine_form, (3.0,)))
+    g = torch.Generator().manual_seed(2)
+    unit = torch.nn.functional.normalize(torch.randn(2, 19, 8, generator=g), dim=-1)
+    exclude = torch.arange(19)[:, None]
+    grads = []
+    for run in (triton_lse.triton_negative_lse, streaming.streaming_negative_lse):
+        a, c = unit[0].clone().requires_grad_(), unit[1].clone().requires_grad_()
+        lse = run(a, c, exclude, logit_map=logit_map)[0]
+        grads.append((lse.detach(), *torch.autograd.grad(lse.square().sum(), (a, c))))
+    assert small_blocks, "the Triton kernel ran"
+    for ours, reference in zip(grads[0], grads[1], strict=True):
+        torch.testing.assert_close(ours, reference, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(torch.tensor(stats[0]), torch.tensor(stats[1]), rtol=1e-5, atol=1e-5)
 
 
 CASES = [("infonce", "simclr"), ("macl", "cross_view"), ("dystress", "simclr"), ("dual_temperature", "queue")]
