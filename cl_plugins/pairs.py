@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from .kernels.lazy import LazyLogits
+from .kernels.negatives import NonNegatives
 
 if TYPE_CHECKING:  # the layouts build Pairs
     from .labels import BlockLabels
@@ -94,12 +95,10 @@ class Pairs:
         if self.neg_mask is not None:
             return logits.masked_fill(~self.neg_mask, NEG_INF)
         assert self.exclude_cols is not None
-        masked = logits.scatter(1, self.exclude_cols, NEG_INF)
-        if self.labels is not None:  # the dense path holds [A, M] anyway
-            same = self.labels.same(slice(None), slice(None))
-            if same.shape[1] < masked.shape[1]:  # a separate positive column first (queue): never a negative
-                same = torch.cat([same.new_ones(same.shape[0], 1), same], dim=1)
-            masked = masked.masked_fill(same, NEG_INF)
+        masked = NonNegatives.of(self.exclude_cols, None, 0, logits).fill_(logits.clone(), NEG_INF)
+        if self.labels is not None:  # after a queue's separate positive column, which has no label
+            candidates = masked[:, masked.shape[1] - self.labels.candidate.shape[0] :]
+            NonNegatives.of(None, self.labels, 0, candidates).fill_(candidates, NEG_INF)
         return masked
 
     def negatives_per_row(self) -> torch.Tensor:

@@ -9,6 +9,8 @@
 * :mod:`.symmetric`: a block of anchors against themselves by halves, each tile standing for its transpose;
 * :mod:`.compiled` and :mod:`.tiles`: a per-pair map's whole tiles compiled (``compile_maps=True``);
 * :mod:`.triton_lse`: flash-style Triton kernels on CUDA tensors;
+* :mod:`.negatives`: which entries of a tile are no negatives, the one helper every torch kernel and the dense path
+  use;
 * :mod:`.pairs`: the cosines of listed pairs.
 
 Strategies reach them through :class:`cl_plugins.extension.LazyLogits`.

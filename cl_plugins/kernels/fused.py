@@ -15,17 +15,14 @@ buffer before it is overwritten.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import torch
 
 from . import streaming
 from .compiled import maybe_compiled
+from .negatives import NonNegatives
 from .streaming import NegativeStats
 from .tiles import chunk_forward
-
-if TYPE_CHECKING:  # the extension types import these kernels
-    pass
 
 NEG_INF = float("-inf")
 # elements of one row chunk (1 MiB of float32): small enough to stay in a core's cache
@@ -44,8 +41,6 @@ class NegativeLSE(torch.autograd.Function):
     def _forward(ctx, a, c, plan):  # type: ignore[no-untyped-def]
         exclude_cols, logit_map, ratios = plan.exclude, plan.logit_map, plan.ratios
         x = a @ c.T
-        if exclude_cols is not None and logit_map is None:
-            x.scatter_(1, exclude_cols, NEG_INF)
         n_rows = x.shape[0]
         m = x.new_zeros(n_rows, 1)
         s = x.new_empty(n_rows, 1)
@@ -56,17 +51,16 @@ class NegativeLSE(torch.autograd.Function):
         for start in range(0, n_rows, step):
             rows = slice(start, start + step)
             if plan.tile_form is not None:  # compiled: map, masks, exp, sums and statistics in one loop
-                s[rows] = _compiled_chunk(x[rows], rows, plan, stats)
+                s[rows] = _compiled_chunk(x[rows], start, plan, stats)
                 continue
-            # the chunk's same-label mask, from the two label vectors while the chunk is in cache
-            same = None if plan.labels is None else plan.labels.same(rows, slice(None))
+            # the chunk's non-negatives, the label mask from the two label vectors while the chunk is in cache
+            skip = NonNegatives.of(exclude_cols, plan.labels, start, x[rows])
             if plan.closed:  # exp(phi) and exp(phi) phi' in closed form: no maximum, no exp
-                e, factor = _chunk_exp(x[rows], rows, exclude_cols, logit_map, plan.bias_cols, plan.bias, same)
+                e, factor = _chunk_exp(x[rows], rows, skip, logit_map, plan.bias_cols, plan.bias)
                 s[rows] = e.sum(dim=1, keepdim=True)
                 x[rows] = factor  # the buffer keeps exp(l - m) * phi'(x) with m = 0, all that backward needs
                 continue
-            xc, derivative = _chunk_logits(x[rows], rows, exclude_cols, logit_map, plan.bias_cols, plan.bias, stats,
-                                           same)  # fmt: skip
+            xc, derivative = _chunk_logits(x[rows], rows, skip, logit_map, plan.bias_cols, plan.bias, stats)
             # finite: every row keeps at least one negative; a bounded plan sums without it (m = 0)
             mc = None if plan.bounded else xc.amax(dim=1, keepdim=True)
             for out, r in zip(extras, ratios):
@@ -105,11 +99,11 @@ class NegativeLSE(torch.autograd.Function):
         return grad_a, grad_c, None, None, None, None, None, None, None
 
 
-def _compiled_chunk(x: torch.Tensor, rows: slice, plan: streaming._Plan, stats: NegativeStats | None) -> torch.Tensor:
-    """Row sums [R, 1] of the chunk ``x`` (a view of the buffer, left holding exp(l) phi') through
-    :func:`cl_plugins.kernels.tiles.chunk_forward`; the non-negatives go in as NaN."""
-    if plan.exclude is not None:
-        x.scatter_(1, plan.exclude[rows], math.nan)
+def _compiled_chunk(x: torch.Tensor, start: int, plan: streaming._Plan, stats: NegativeStats | None) -> torch.Tensor:
+    """Row sums [R, 1] of the chunk ``x`` (rows ``start:``, a view of the buffer, left holding exp(l) phi') through
+    :func:`cl_plugins.kernels.tiles.chunk_forward`; the excluded columns go in as NaN, the labels as they are."""
+    NonNegatives.of(plan.exclude, plan.labels, start, x, with_same=False).fill_(x, math.nan)
+    rows = slice(start, start + x.shape[0])
     labels = (None, None) if plan.labels is None else (plan.labels.anchor[rows], plan.labels.candidate)
     assert plan.tile_form is not None
     sums, summary = maybe_compiled(chunk_forward, True)(x, *labels, *plan.tile_form)
@@ -125,41 +119,26 @@ def _scaled_lse(x: torch.Tensor, m: torch.Tensor | None, r: float) -> torch.Tens
     return r * m.squeeze(1) + torch.sub(x, m).mul_(r).exp_().sum(dim=1).log_()
 
 
-def _chunk_exp(x, rows, exclude_cols, logit_map, bias_cols, bias, same):  # type: ignore[no-untyped-def]
-    """(exp of the chunk's logits, exp(l) phi') from the map's closed form, both 0 at the non-negatives."""
+def _chunk_exp(x, rows, skip, logit_map, bias_cols, bias):  # type: ignore[no-untyped-def]
+    """(exp of the chunk's logits, exp(l) phi') from the map's closed form, both 0 at the non-negatives ``skip``."""
     out = logit_map.exp_form(x, True)
     for t in out:
         if bias_cols is not None:  # exp(l + bias) = exp(l) * e^bias at each row's biased column
             cols = bias_cols[rows, None]
             t.scatter_(1, cols, t.gather(1, cols) * math.exp(bias))
-        if exclude_cols is not None:
-            t.scatter_(1, exclude_cols[rows], 0.0)
-        if same is not None:
-            t.masked_fill_(same, 0.0)
+        skip.fill_(t, 0.0)
     return out
 
 
-def _chunk_logits(x, rows, exclude_cols, logit_map, bias_cols, bias, stats, same=None):  # type: ignore[no-untyped-def]
-    """(logits of the chunk ``x`` with -inf at its non-negatives, the map's derivative or None); without a map
-    the logits are ``x`` itself (already masked). ``same``: the chunk's same-label candidates, no negatives."""
+def _chunk_logits(x, rows, skip, logit_map, bias_cols, bias, stats):  # type: ignore[no-untyped-def]
+    """(logits of the chunk ``x`` with -inf at its non-negatives ``skip``, the map's derivative or None); without a
+    map the logits are ``x`` itself, masked in place."""
     if logit_map is None:
-        if bias_cols is not None:
-            x.scatter_add_(1, bias_cols[rows, None], x.new_full((x.shape[0], 1), bias))
-        if same is not None:
-            x.masked_fill_(same, NEG_INF)
-        return x, None
-    logits, derivative, stat = logit_map.evaluate_all(x)
-    exclude = None if exclude_cols is None else exclude_cols[rows]
-    if stats is not None:
-        excluded = (x.new_empty(0, dtype=torch.long),) * 2
-        if exclude is not None:
-            excluded = (torch.arange(x.shape[0], device=x.device)[:, None].expand_as(exclude).reshape(-1),
-                        exclude.reshape(-1))  # fmt: skip
-        stats.add(stat, excluded, same)
+        logits, derivative = x, None
+    else:
+        logits, derivative, stat = logit_map.evaluate_all(x)
+        if stats is not None:
+            stats.add(stat, skip)
     if bias_cols is not None:
         logits.scatter_add_(1, bias_cols[rows, None], logits.new_full((x.shape[0], 1), bias))
-    if exclude is not None:
-        logits.scatter_(1, exclude, NEG_INF)
-    if same is not None:
-        logits.masked_fill_(same, NEG_INF)
-    return logits, derivative
+    return skip.fill_(logits, NEG_INF), derivative

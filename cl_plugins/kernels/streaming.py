@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from .compiled import maybe_compiled
+from .negatives import NonNegatives
 from .tiles import forward_sums, gradient_tile
 
 if TYPE_CHECKING:  # the extension types import these kernels
@@ -74,19 +75,18 @@ class NegativeStats:
         low, high = torch.minimum(self.values[1], low), torch.maximum(self.values[2], high)
         self.values = [self.values[0] + weight * total, low, high]
 
-    def add(self, stat: torch.Tensor, excluded: Pair, same: torch.Tensor | None = None, weight: int = 1) -> None:
-        """``stat`` of one tile [R, T], ``excluded`` the (rows, columns) of its non-negatives and ``same`` [R, T]
-        its same-label candidates (under a label policy; may overlap ``excluded``); ``stat`` is overwritten.
-        ``weight``: how often the tile counts in the sum (2 for a tile that stands for its transpose too)."""
-        if same is not None:
-            mask = same.clone().index_put_(excluded, same.new_ones(()))
+    def add(self, stat: torch.Tensor, skip: NonNegatives, weight: int = 1) -> None:
+        """``stat`` of one tile [R, T] and the tile's non-negatives ``skip``; ``stat`` is overwritten. ``weight``:
+        how often the tile counts in the sum (2 for a tile that stands for its transpose too)."""
+        mask = skip.mask()
+        if mask is not None:
             total = stat.masked_fill(mask, 0.0).sum()
             low = stat.masked_fill(mask, float("inf")).amin()
             high = stat.masked_fill_(mask, NEG_INF).amax()
         else:
-            total = stat.sum() - stat[excluded].sum()
-            low = stat.index_put_(excluded, stat.new_tensor(float("inf"))).amin()
-            high = stat.index_put_(excluded, stat.new_tensor(NEG_INF)).amax()
+            total = stat.sum() - skip.excluded_sum(stat)
+            low = skip.fill_(stat, float("inf")).amin()
+            high = skip.fill_(stat, NEG_INF).amax()
         self.merge(total, low, high, weight)
 
 
@@ -149,30 +149,20 @@ class _Tile:
     x: torch.Tensor  # cosines (or scaled cosines)
     logits: torch.Tensor  # masked: -inf at the non-negatives; may be ``x`` itself without a map
     companion: torch.Tensor | None  # the map's stat or derivative, if asked for
-    excluded: Pair  # (rows, columns) of the non-negatives in the tile
-    same: torch.Tensor | None = None  # [R, T] the tile's same-label candidates (also no negatives)
+    skip: NonNegatives  # the tile's non-negatives
 
 
-def _locate(x: torch.Tensor, r0: int, t0: int, plan: _Plan,
-            with_same: bool = True) -> tuple[Pair | None, Pair, torch.Tensor | None]:  # fmt: skip
+def _locate(x: torch.Tensor, r0: int, t0: int, plan: _Plan) -> tuple[Pair | None, NonNegatives]:
     """Where the tile ``x`` (rows ``r0:``, columns ``t0:``) holds special entries, in tile coordinates: (each
-    row's biased hard negative, or None when none falls in it; the non-negatives; the same-label candidates
-    [R, T] or None). From the [A] and [M] vectors of the plan: never an [A, M] mask."""
+    row's biased hard negative, or None when none falls in it; the non-negatives). From the [A] and [M] vectors of
+    the plan: never an [A, M] mask."""
     n_rows, width = x.shape
     biased = None
     if plan.bias_cols is not None:
         local = plan.bias_cols[r0 : r0 + n_rows] - t0
         rows = ((local >= 0) & (local < width)).nonzero().squeeze(1)
         biased = (rows, local[rows]) if rows.numel() else None
-    excluded = (x.new_empty(0, dtype=torch.long), x.new_empty(0, dtype=torch.long))
-    if plan.exclude is not None:
-        local = plan.exclude[r0 : r0 + n_rows] - t0
-        rows, k = ((local >= 0) & (local < width)).nonzero(as_tuple=True)
-        excluded = (rows, local[rows, k])
-    same = None
-    if plan.labels is not None and with_same:
-        same = plan.labels.same(slice(r0, r0 + n_rows), slice(t0, t0 + width))
-    return biased, excluded, same
+    return biased, NonNegatives.of(plan.exclude, plan.labels, r0, x, t0)
 
 
 def _exp_tile(a: torch.Tensor, c: torch.Tensor, r0: int, t0: int, plan: _Plan, grad: bool) -> torch.Tensor:
@@ -182,11 +172,10 @@ def _exp_tile(a: torch.Tensor, c: torch.Tensor, r0: int, t0: int, plan: _Plan, g
     x = a @ c.T
     e, factor = plan.logit_map.exp_form(x, grad)
     e = factor if grad else e
-    biased, excluded, same = _locate(x, r0, t0, plan)
+    biased, skip = _locate(x, r0, t0, plan)
     if biased is not None:  # exp(l + bias) = exp(l) e^bias
         e[biased] *= math.exp(plan.bias)
-    e.index_put_(excluded, e.new_zeros(()))
-    return e if same is None else e.masked_fill_(same, 0.0)
+    return skip.fill_(e, 0.0)
 
 
 def tile_sums(a: torch.Tensor, c: torch.Tensor, r0: int, t0: int, plan: _Plan, stats: NegativeStats | None,
@@ -209,8 +198,7 @@ def _marked_tile(a: torch.Tensor, c: torch.Tensor, r0: int, t0: int,
     """(the tile's cosines with NaN at its non-negatives, its rows' labels, its columns' labels) for
     :mod:`cl_plugins.kernels.tiles`."""
     x = a @ c.T
-    _, excluded, _ = _locate(x, r0, t0, plan, with_same=False)
-    x.index_put_(excluded, x.new_tensor(math.nan))
+    NonNegatives.of(plan.exclude, plan.labels, r0, x, t0, with_same=False).fill_(x, math.nan)
     if plan.labels is None:
         return x, None, None
     return x, plan.labels.anchor[r0 : r0 + x.shape[0]], plan.labels.candidate[t0 : t0 + x.shape[1]]
@@ -239,7 +227,7 @@ def tile_exps(a: torch.Tensor, c: torch.Tensor, r0: int, t0: int, plan: _Plan, s
         return [_exp_tile(a, c, r0, t0, plan, False)]
     tile = _tile(a, c, r0, t0, plan, "stat")
     if stats is not None:
-        stats.add(tile.companion, tile.excluded, tile.same, weight)
+        stats.add(tile.companion, tile.skip, weight)
     extras = [torch.mul(tile.logits, r).exp_() for r in plan.ratios]
     return [tile.logits.exp_(), *extras]
 
@@ -248,13 +236,10 @@ def _tile(a: torch.Tensor, c: torch.Tensor, r0: int, t0: int, plan: _Plan, want:
     """Rows ``r0:`` of ``a`` against the candidate tile ``c`` starting at column ``t0``."""
     x = a @ c.T
     logits, companion = (x, None) if plan.logit_map is None else plan.logit_map.evaluate(x, want)
-    biased, excluded, same = _locate(x, r0, t0, plan)
+    biased, skip = _locate(x, r0, t0, plan)
     if biased is not None:  # out of place: without a map the logits are ``x``, which the tile keeps
         logits = logits.index_put(biased, logits.new_tensor(plan.bias), accumulate=True)
-    logits = logits.index_put_(excluded, logits.new_tensor(NEG_INF))
-    if same is not None:
-        logits = logits.masked_fill_(same, NEG_INF)
-    return _Tile(x, logits, companion, excluded, same)
+    return _Tile(x, skip.fill_(logits, NEG_INF), companion, skip)
 
 
 def _row_block_forward(a: torch.Tensor, c: torch.Tensor, r0: int, width: int, plan: _Plan,
@@ -274,7 +259,7 @@ def _row_block_forward(a: torch.Tensor, c: torch.Tensor, r0: int, width: int, pl
         tile = _tile(a, c[t0 : t0 + width], r0, t0, plan, "stat")
         logits = tile.logits
         if stats is not None:
-            stats.add(tile.companion, tile.excluded, tile.same)
+            stats.add(tile.companion, tile.skip)
         m_new = torch.maximum(m, logits.amax(dim=1))
         shift = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)  # rows with no negative yet
         centred = logits.sub_(shift[:, None])  # in place: x (or the map's output) is not needed any more

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from ...kernels.negatives import NonNegatives
+
 if TYPE_CHECKING:
     from ...labels import BlockLabels
 
@@ -38,13 +40,7 @@ def _chunk(a, c, pa, pb, w, w0, exclude, start, stop, consts, labels=None, kept=
     sig = torch.sigmoid(u)
     tau = floor + span * sig
     logits = s / tau - beta * (half_d * torch.log(tau) + 1.0 / tau)
-    if exclude is not None:
-        logits.scatter_(1, exclude[start:stop], NEG_INF)
-    if labels is not None:
-        same = labels.same(slice(start, stop), slice(None))
-        if kept is not None:
-            same.scatter_(1, kept[start:stop, None], False)
-        logits.masked_fill_(same, NEG_INF)
+    NonNegatives.of(exclude, labels, start, logits, kept=kept).fill_(logits, NEG_INF)
     return s, hidden, sig, tau, logits
 
 
