@@ -168,7 +168,8 @@ def markdown(data: dict[str, Any]) -> str:
     for key, cols in (("tests", ["part", "tests", "failures", "errors", "skipped", "seconds", "error"]),
                       ("trainers", ["trainer", "returncode", "seconds", "result", "error"]),
                       ("kernel_sweep", ["stage", "n", "d", "direction", "row", "ms", "x_floor_fp32", "x_floor_bf16",
-                                        "peak_mib", "loss_err", "grad_err", "fp32", "bf16", "error"]),
+                                        "x_floor_bytes", "peak_mib", "loss_err", "grad_err", "fp32", "bf16", "gb_s",
+                                        "error"]),
                       ("loss_table", ["strategy", "kernel", "n", "d", "dtype", "ms", "x_bound", "peak_mib",
                                       "error"])):  # fmt: skip
         rows = data.get(key, [])

@@ -12,9 +12,11 @@ of the one before that is exact (loss within 1e-5 of float64) and the fastest on
 3. N = 65,536, D = 128, and one direction at N = 262,144 and 1,048,576: the chosen ones against the streaming
    kernel, ``F.cross_entropy`` (where its [N, N] logits fit) and Inf-CL's ``cal_flash_loss`` (where installed).
 
-The floors (``floor_ms``): the four N×N×D products of an exact flash-style kernel (forward, recomputation, two
-gradients) at the measured matrix rate of float32 (cuBLAS, ``torch.backends.cuda.matmul.allow_tf32 = False``)
-and of bf16, measured in the same call.
+The floors (``floor_ms``), printed for each shape before its rows: the four N×N×D products of an exact flash-style
+kernel (forward, recomputation, two gradients) at the measured matrix rate of float32 (cuBLAS,
+``torch.backends.cuda.matmul.allow_tf32 = False``) and of bf16, and its compulsory memory traffic (the features read
+forward and again backward, their gradients written: 24 N D bytes in float32) at the measured copy bandwidth, all
+measured in the same call. A row's ``x_floor_*`` is its time over each.
 """
 
 from __future__ import annotations
@@ -137,6 +139,22 @@ def matrix_rates(device: torch.device) -> dict[str, float]:
     return out
 
 
+def memory_rate(device: torch.device) -> float:
+    """GB/s of a device-to-device copy (each byte read once and written once), measured here: the byte floor's rate."""
+    x = torch.empty((1 << 28) if device.type == "cuda" else (1 << 24), device=device)
+    ms, _ = _timed(lambda: x.clone(), device, 5)
+    return 2 * x.numel() * x.element_size() / (ms * 1e-3) / 1e9
+
+
+def floors(n: int, d: int, rates: dict[str, float]) -> dict[str, float]:
+    """The milliseconds below which no exact kernel gets at N = ``n``, D = ``d``: ``floor_ms_fp32`` and
+    ``floor_ms_bf16`` from the four products' 8 N^2 D operations, ``floor_ms_bytes`` from the 24 N D bytes of
+    float32 features read twice and their gradients written once (``rates``: TFLOP/s by dtype, ``gb_s``)."""
+    out = {f"floor_ms_{k}": round(8 * n * n * d / (rates[k] * 1e12) * 1e3, 3) for k in ("fp32", "bf16")}
+    out["floor_ms_bytes"] = round(24 * n * d / (rates["gb_s"] * 1e9) * 1e3, 4)
+    return out
+
+
 def label(config: Config) -> str:
     chunks = (f" bd{config.block_d}" if config.block_d else "") + (f" do{config.out_d}" if config.out_d else "")
     return f"triton {config.precision} {config.block_a}x{config.block_m} w{config.warps} s{config.stages}{chunks}"
@@ -153,9 +171,11 @@ class Shape:
         self.ref = reference_loss(self.a, self.b, one_direction)
         fits = device.type != "cuda" or 3 * n * n * 8 < 0.3 * torch.cuda.get_device_properties(device).total_memory
         self.ref_grad = reference_gradients(self.a, self.b, one_direction) if fits else None
-        flop = 8 * n * n * d
         self.base = {"stage": stage, "n": n, "d": d, "direction": "one" if one_direction else "both",
-                     **{f"floor_ms_{k}": round(flop / (v * 1e12) * 1e3, 3) for k, v in rates.items()}}  # fmt: skip
+                     **floors(n, d, rates)}  # fmt: skip
+        print(f"floors at N = {n}, D = {d}: {8 * n * n * d / 1e9:.1f} GFLOP -> {self.base['floor_ms_fp32']} ms in "
+              f"float32, {self.base['floor_ms_bf16']} ms in bf16; {24 * n * d / 2**20:.1f} MiB -> "
+              f"{self.base['floor_ms_bytes']} ms at {rates['gb_s']:.0f} GB/s", flush=True)  # fmt: skip
 
     def measure(self, name: str, loss_of: Callable[..., torch.Tensor] | None, deadline: float) -> dict[str, Any]:
         row = {**self.base, "row": name}
@@ -178,7 +198,7 @@ class Shape:
             big = self.a.shape[0] >= 262144  # seconds a run: the error's run was the warm-up, one timed run
             ms, mib = _timed(_backward(loss_of, self.a, self.b), self.a.device, 1 if big else self.reps, not big)
             out.update(ms=round(ms, 3), peak_mib=round(mib, 1))
-            for k in ("fp32", "bf16"):
+            for k in ("fp32", "bf16", "bytes"):
                 out[f"x_floor_{k}"] = round(ms / self.base[f"floor_ms_{k}"], 2)
             return out
         except torch.cuda.OutOfMemoryError:
@@ -253,8 +273,8 @@ def sweep(device: torch.device, deadline: float, record: Callable[[dict[str, Any
           reps: int = 3, max_n: int = 1 << 20, refs_max_n: int = 1 << 20) -> None:  # fmt: skip
     """All stages, until ``deadline`` (``time.monotonic()``); each row is handed to ``record`` as it comes. Stage 3
     stops at N = ``max_n``; the rows to beat are measured up to ``refs_max_n``."""
-    rates = matrix_rates(device)
-    record({"stage": "0 rates", "row": "matrix TFLOP/s", **{k: round(v, 1) for k, v in rates.items()}})
+    rates = {**matrix_rates(device), "gb_s": memory_rate(device)}
+    record({"stage": "0 rates", "row": "matrix TFLOP/s, copy GB/s", **{k: round(v, 1) for k, v in rates.items()}})
 
     def shape_of(stage: str, n: int, d: int, one_direction: bool) -> Shape:
         return Shape(stage, n, d, one_direction, device, rates, record, reps)

@@ -31,6 +31,7 @@ def test_quick_check_on_the_cpu(tmp_path, monkeypatch):
     sweep = [row for row in data["kernel_sweep"] if row["row"].startswith("triton")]  # Triton's interpreter here
     assert {row["stage"] for row in sweep} == {"1 configurations", "2 chunks of D", "3 N"}
     assert all(row["loss_err"] < 1e-6 and row["grad_err"] < 1e-5 for row in sweep), sweep
+    assert all(row["x_floor_bytes"] > 0 and row["x_floor_fp32"] > 0 for row in sweep), sweep
     table = data["loss_table"]
     assert all("ms" in row for row in table), [row for row in table if "ms" not in row]
     assert {row["strategy"] for row in table} >= {"matmul x4", "F.cross_entropy", "open_clip ClipLoss", "macl"}
@@ -40,6 +41,14 @@ def test_quick_check_on_the_cpu(tmp_path, monkeypatch):
     assert "graphcl_tu/seed_0/model/model.safetensors" in names
     assert any(n.startswith("graphcl_tu_short/seed_0/checkpoints/step_") for n in names)
     assert "| graphcl_tu | 0 |" in (out / "gpu_check.md").read_text()
+
+
+def test_the_floors_by_hand():
+    """8 N^2 D operations at the matrix rates, 24 N D bytes at the copy bandwidth."""
+    from benchmarks.gpu_kernel_sweep import floors
+
+    out = floors(1000, 100, {"fp32": 1.0, "bf16": 2.0, "gb_s": 1000.0})
+    assert out == {"floor_ms_fp32": 0.8, "floor_ms_bf16": 0.4, "floor_ms_bytes": 0.0024}
 
 
 def test_headline_keeps_the_first_numbers_and_leaves_out_timings_and_settings():
