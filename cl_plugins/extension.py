@@ -13,8 +13,8 @@ This module only re-exports: the kernels' contract lives in :mod:`cl_plugins.ker
 
 from __future__ import annotations
 
-from .kernels.lazy import LazyLogits, LogitMap
+from .kernels.lazy import LazyLogits, LogitMap, Terms
 from .kernels.triton_lse import TritonMap, tl, triton_map
 from .pairs import Pairs, reweighted_nll, softplus
 
-__all__ = ["LazyLogits", "LogitMap", "Pairs", "TritonMap", "reweighted_nll", "softplus", "tl", "triton_map"]
+__all__ = ["LazyLogits", "LogitMap", "Pairs", "Terms", "TritonMap", "reweighted_nll", "softplus", "tl", "triton_map"]

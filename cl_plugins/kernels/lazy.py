@@ -10,22 +10,26 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from .compiled import maybe_compiled, resolve
 from .dispatch import KernelChoice
 from .fused import NegativeLSE
 from .pairs import pair_cosines
 from .streaming import streaming_negative_lse
 from .symmetric import symmetric_negative_lse, symmetric_plan
+from .tiles import exp_of_closed_form, exp_of_terms
 from .triton_lse import TritonMap, triton_negative_lse
 
 if TYPE_CHECKING:
     from ..labels import BlockLabels
 
 Pair = tuple[torch.Tensor, torch.Tensor]
+Terms = tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]
 
 
 @dataclass(frozen=True)
 class LogitMap:
-    """An elementwise logit ``phi(x)`` of the cosine ``x``, with its derivative.
+    """An elementwise logit ``phi(x)`` of the cosine ``x``, with its derivative: the forms the kernels take, which a
+    strategy makes from its map stated once (:meth:`of_terms`).
 
     ``with_derivative(x) -> (phi(x), phi'(x))``; without it the kernels differentiate ``value`` with autograd
     inside each tile (exact, slower) and the one-buffer kernel of :mod:`cl_plugins.kernels.fused` does not apply.
@@ -55,6 +59,53 @@ class LogitMap:
     #: the map's form for ``kernel="triton"``, a jitted function from the strategy's own file
     #: (:class:`~cl_plugins.kernels.triton_lse.TritonMap`; None: that kernel streams this map instead)
     triton: TritonMap | None = None
+
+    @classmethod
+    def of_terms(cls, terms: Callable[..., Terms], params: tuple[Any, ...] = (), *, derivative: bool = True,
+                 statistic: bool = False, on_stats: Callable[..., None] | None = None, bound: float | None = None,
+                 closed: Callable[..., tuple[torch.Tensor, torch.Tensor | None]] | None = None,
+                 compile_maps: bool | None = None, triton: TritonMap | None = None) -> LogitMap:  # fmt: skip
+        """A map stated once: ``terms(x, *params, derivative, statistic) -> (phi(x), phi'(x) or None, stat(x) or
+        None)``, a module-level torch function of the cosines that computes phi' and the statistic only where the two
+        flags ask for them (differentiable by autograd in ``phi`` where it is called on the positives; compiled once,
+        not per tile, with ``compile_maps``); every form the kernels take comes from it.
+
+        Args:
+            terms: the map; its derivative is used where ``derivative`` (default: True; else autograd per tile),
+                its statistic where ``statistic`` (default: False), reported to ``on_stats`` (default: None)
+            params: ``terms``' parameters after the cosines (default: ``()``)
+            bound: the largest |phi| over the cosines (default: None, unknown)
+            closed: ``closed(x, *params, grad) -> (exp(phi), exp(phi) phi' or None)``, the exponential in closed
+                form where it is cheaper than ``exp(phi)`` (default: None)
+            compile_maps: compile the terms and whole tiles (a loss's ``compile_maps``; default: None, the
+                process's setting, :mod:`cl_plugins.kernels.compiled`)
+            triton: the map's form for ``kernel="triton"`` (default: None)
+        """
+        run = maybe_compiled(terms, compile_maps)
+        run_closed = None if closed is None else maybe_compiled(closed, compile_maps)
+
+        def full(s: torch.Tensor) -> Terms:
+            return run(s, *params, True, statistic)
+
+        def with_derivative(s: torch.Tensor) -> Pair:
+            phi, slope, _ = run(s, *params, True, False)
+            return phi, slope  # type: ignore[return-value]
+
+        def with_stat(s: torch.Tensor) -> Pair:
+            phi, _, stat = run(s, *params, False, True)
+            return phi, stat  # type: ignore[return-value]
+
+        def exp_form(s: torch.Tensor, grad: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+            return run_closed(s, *params, grad)  # type: ignore[misc]
+
+        tiles = None
+        if resolve(compile_maps) and derivative:
+            form = (exp_of_terms, (terms, *params, statistic))
+            tiles = form if closed is None else (exp_of_closed_form, (closed, *params))
+        # the positives' logits, through autograd: eager, as the map is written
+        return cls(lambda s: terms(s, *params, False, False)[0], with_derivative if derivative else None,
+                   with_stat if statistic else None, on_stats, full if derivative else None,  # type: ignore[arg-type]
+                   None if closed is None else exp_form, bound, tiles, triton)  # fmt: skip
 
     def evaluate(self, x: torch.Tensor, want: str | None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(phi(x), the ``want``-ed companion: ``"stat"``, ``"derivative"`` or None)."""

@@ -11,6 +11,8 @@ mask is made inside the loop from the two label vectors, never as an [R, T] tens
 
 A map takes part through ``LogitMap.tile_form = (form, args)``: ``form(x, *args, grad) -> (exp(phi(x)),
 exp(phi(x)) phi'(x) if grad else None, stat(x) or None)``, elementwise and bounded (the sums carry no maximum).
+:meth:`LogitMap.of_terms <cl_plugins.kernels.lazy.LogitMap.of_terms>` makes it from the map's terms
+(:func:`exp_of_terms`) or from its closed-form exponential (:func:`exp_of_closed_form`).
 """
 
 from __future__ import annotations
@@ -20,8 +22,25 @@ from typing import Any
 
 import torch
 
-Form = Callable[..., tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]]
+Exps = tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]
+Form = Callable[..., Exps]
 Sums = tuple[torch.Tensor, torch.Tensor | None, tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None]
+
+
+def exp_of_terms(x: torch.Tensor, terms: Callable[..., Any], *args: Any) -> Exps:
+    """A tile form from a map's ``terms(x, *params, derivative, statistic) -> (phi, phi' or None, stat or None)``:
+    ``args`` = (*params, statistic, grad) (compiled, what a caller leaves unused is never computed)."""
+    *params, statistic, grad = args
+    phi, derivative, stat = terms(x, *params, grad, statistic)
+    e = torch.exp(phi)
+    return e, (e * derivative if grad else None), stat
+
+
+def exp_of_closed_form(x: torch.Tensor, closed: Callable[..., Any], *args: Any) -> Exps:
+    """A tile form from a map's closed-form exponential ``closed(x, *params, grad) -> (exp(phi), exp(phi) phi' or
+    None)``, without a statistic: ``args`` = (*params, grad)."""
+    e, factor = closed(x, *args)
+    return e, factor, None
 
 
 def _kept(x: torch.Tensor, row_labels: torch.Tensor | None, col_labels: torch.Tensor | None) -> torch.Tensor:

@@ -32,14 +32,12 @@ Example::
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from ..base import ContrastiveLoss
-from ..extension import LazyLogits, LogitMap, Pairs, TritonMap, tl, triton_map
-from ..kernels.compiled import maybe_compiled, resolve
+from ..extension import LazyLogits, LogitMap, Pairs, Terms, TritonMap, tl, triton_map
 from ..registry import register_loss
 from ..validation import check_choice, check_positive, check_range, check_temperature
 
@@ -73,30 +71,16 @@ def dystress_temperature(
     raise ValueError(f"profile must be one of {list(PROFILES)}, got {profile!r}")
 
 
-# the logit map's forms for the kernels (module functions, so that each compiles once: kernels.compiled)
-def _with_stat(s: torch.Tensor, *profile: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    tau = dystress_temperature(s, *profile)
-    return s / tau, tau
-
-
-def _with_derivative(s: torch.Tensor, *profile: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    inverse = dystress_temperature(s, *profile).reciprocal_()  # with tau(sg(s)) the derivative is 1 / tau
-    return s * inverse, inverse
-
-
-def _full(s: torch.Tensor, *profile: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    tau = dystress_temperature(s, *profile)
-    return s / tau, tau.reciprocal(), tau
-
-
-def _tile_form(s: torch.Tensor, *args: Any) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
-    """(exp(s / tau), exp(s / tau) / tau with ``grad``, tau) for the compiled tiles (:mod:`cl_plugins.kernels.tiles`);
-    the last of ``args`` is ``grad``."""
-    *profile, grad = args
-    tau = dystress_temperature(s, *profile)
-    inverse = tau.reciprocal()
-    e = torch.exp(s * inverse)
-    return e, (e * inverse if grad else None), tau
+def _terms(s: torch.Tensor, tau_min: float, tau_max: float, profile: str, shift: float, scale: float, detach: bool,
+           derivative: bool, statistic: bool) -> Terms:  # fmt: skip
+    """The logit map stated once (:meth:`~cl_plugins.extension.LogitMap.of_terms`): (s / tau, its derivative, tau),
+    the last two where asked for. With tau(sg(s)) (``detach``, the paper's) the derivative is 1 / tau; without,
+    autograd's (None here)."""
+    tau = dystress_temperature(s.detach() if detach else s, tau_min, tau_max, profile, shift, scale)
+    if not (derivative and detach):
+        return s / tau, None, tau
+    inverse = tau.reciprocal() if statistic else tau.reciprocal_()  # in place where tau is not wanted
+    return s * inverse, inverse, (tau if statistic else None)
 
 
 @triton_map
@@ -178,25 +162,13 @@ class DySTreSSLoss(ContrastiveLoss):
             # lazy: with labels the count of negatives takes a pass over them, which only the diagnostic needs
             self.record(tau_mean=lambda: total / pairs.negative_count(), tau_min=lo, tau_max=hi)
 
-        profile = (self.tau_min, self.tau_max, self.profile, self.shift, self.scale)
-
-        def bound(form: Callable[..., Any]) -> Callable[[torch.Tensor], Any]:
-            run = maybe_compiled(form, self.compile_maps)  # chosen once per call, not per tile
-            return lambda s: run(s, *profile)
-
-        with_stat, with_derivative, full = bound(_with_stat), bound(_with_derivative), bound(_full)
-
-        def value(s: torch.Tensor) -> torch.Tensor:
-            return s / self.temperature(s.detach() if self.detach else s)
-
-        # with tau(sg(s)) the derivative is 1 / tau(s); the full one (detach=False) comes from autograd per tile
-        bound = 1.0 / self.tau_min  # |s / tau(s)| with |s| <= 1 and tau >= tau_min
-        if not self.detach:
-            return LogitMap(value, with_stat=with_stat, on_stats=on_stats, bound=bound)
-        tiles = (_tile_form, profile) if resolve(self.compile_maps) else None
-        params = (self.tau_min, self.tau_max, self.shift, self.scale)
-        triton = TritonMap.of(_triton_form, params, PROFILES.index(self.profile))
-        return LogitMap(value, with_derivative, with_stat, on_stats, full, bound=bound, tile_form=tiles, triton=triton)
+        # |s / tau(s)| <= 1 / tau_min with |s| <= 1 and tau >= tau_min
+        params = (self.tau_min, self.tau_max, self.profile, self.shift, self.scale, self.detach)
+        triton = TritonMap.of(_triton_form, (self.tau_min, self.tau_max, self.shift, self.scale),
+                              PROFILES.index(self.profile))  # fmt: skip
+        return LogitMap.of_terms(_terms, params, derivative=self.detach, statistic=True, on_stats=on_stats,
+                                 bound=1.0 / self.tau_min, compile_maps=self.compile_maps,
+                                 triton=triton if self.detach else None)  # fmt: skip
 
     def logits(self, sim: torch.Tensor | LazyLogits, pairs: Pairs) -> torch.Tensor | LazyLogits:
         if isinstance(sim, LazyLogits):

@@ -26,8 +26,7 @@ from typing import Any
 import torch
 
 from ..base import ContrastiveLoss
-from ..extension import LazyLogits, LogitMap, Pairs, TritonMap, tl, triton_map
-from ..kernels.compiled import maybe_compiled, resolve
+from ..extension import LazyLogits, LogitMap, Pairs, Terms, TritonMap, tl, triton_map
 from ..registry import register_loss
 
 
@@ -50,10 +49,13 @@ def closed_form(s: torch.Tensor, lo: float, hi: float, grad: bool) -> tuple[torc
     return r.mul_(2).sub_(1), factor
 
 
-def _tile_form(s: torch.Tensor, lo: float, hi: float, grad: bool) -> tuple[torch.Tensor, torch.Tensor | None, None]:
-    """:func:`closed_form` for the compiled tiles (:mod:`cl_plugins.kernels.tiles`): no statistic."""
-    e, factor = closed_form(s, lo, hi, grad)
-    return e, factor, None
+def _terms(s: torch.Tensor, lo: float, hi: float, derivative: bool,
+           statistic: bool) -> Terms:  # fmt: skip
+    """The logit map stated once (:meth:`~cl_plugins.extension.LogitMap.of_terms`): (2 atanh(c), its derivative
+    where asked for, no statistic) at c = clamp(s, lo, hi); the clamp passes the gradient on [lo, hi], bounds
+    included, as autograd's does."""
+    c = s.clamp(lo, hi)
+    return 2 * torch.atanh(c), (torch.where(c == s, 2 / (1 - c * c), 0.0) if derivative else None), None
 
 
 @triton_map
@@ -91,23 +93,9 @@ class TemperatureFreeLoss(ContrastiveLoss):
 
     def logit_map(self, pairs: Pairs) -> LogitMap:
         lo, hi = -1 + self.eps, 1 - self.eps
-        # clamp passes the gradient on [lo, hi] (bounds included), as autograd's does
-
-        def derivative(s: torch.Tensor) -> torch.Tensor:
-            return torch.where((s >= lo) & (s <= hi), 2 / (1 - s * s), torch.zeros_like(s))
-
-        def value(s: torch.Tensor) -> torch.Tensor:
-            return 2 * torch.atanh(self._clamped(s))
-
-        closed = maybe_compiled(closed_form, self.compile_maps)  # chosen once per call, not per tile
-
-        def exp_form(s: torch.Tensor, grad: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-            return closed(s, lo, hi, grad)
-
         bound = math.log((2 - self.eps) / self.eps)  # 2 atanh(1 - eps)
-        tiles = (_tile_form, (lo, hi)) if resolve(self.compile_maps) else None
-        return LogitMap(value, with_derivative=lambda s: (value(s), derivative(s)), exp_form=exp_form, bound=bound,
-                        tile_form=tiles, triton=TritonMap.of(_triton_form, (lo, hi)))  # fmt: skip
+        return LogitMap.of_terms(_terms, (lo, hi), closed=closed_form, bound=bound, compile_maps=self.compile_maps,
+                                 triton=TritonMap.of(_triton_form, (lo, hi)))  # fmt: skip
 
     def logits(self, sim: torch.Tensor | LazyLogits, pairs: Pairs) -> torch.Tensor | LazyLogits:
         positive = pairs.positive(sim).detach()

@@ -11,7 +11,7 @@ import torch
 import cl_plugins as clp
 from cl_plugins.kernels import compiled, fused, streaming, symmetric
 from cl_plugins.kernels.tiles import chunk_forward
-from cl_plugins.losses.temperature_free import closed_form
+from cl_plugins.losses.temperature_free import _terms, closed_form
 
 CASES = [
     ("temperature_free", {}),
@@ -132,4 +132,5 @@ def test_a_loss_can_ask_for_its_own_choice(restore):
     assert not compiled._state["compiled"]
     compiled.set_compile(False)
     _loss_and_grads("temperature_free", {"compile_maps": True}, "fused", torch.float64)
-    assert set(compiled._state["compiled"]) == {closed_form, chunk_forward}  # the map, and the fused kernel's chunk
+    # the map's terms and closed form, and the fused kernel's chunk
+    assert set(compiled._state["compiled"]) == {_terms, closed_form, chunk_forward}
