@@ -6,6 +6,7 @@ the streaming kernel."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -282,6 +283,24 @@ def test_half_products(monkeypatch: pytest.MonkeyPatch) -> None:
         torch.testing.assert_close(ours.float(), ref, rtol=5e-2, atol=5e-3)
 
 
+def test_half_features_lose_nothing_forward_with_half_products() -> None:
+    """fp16 features multiplied as fp16 (the default for them on a GPU) give the loss of the same features multiplied
+    in float32, up to the fp16 rounding of the per-row LSEs the kernel returns (the products of two fp16 numbers are
+    exact in float32; the interpreter accumulates them in another order than the tensor cores, so exact equality is
+    the GPU check's). The gradients' blocks are rounded to fp16."""
+    g = torch.Generator().manual_seed(9)
+    z1, z2 = (torch.randn(37, 40, generator=g).half() for _ in range(2))
+    out = []
+    for precision in ("fp16", "ieee"):
+        a, b = z1.clone().requires_grad_(), z2.clone().requires_grad_()
+        with triton_lse.using(triton_lse.TritonConfig(precision=precision, block_a=16, block_m=16)):
+            loss = clp.build_loss("infonce", kernel="triton")(a, b)
+        out.append((loss.float(), *(t.float() for t in torch.autograd.grad(loss, (a, b)))))
+    torch.testing.assert_close(out[0][0], out[1][0], rtol=1e-4, atol=1e-6)
+    for ours, reference in zip(out[0][1:], out[1][1:], strict=True):
+        torch.testing.assert_close(ours, reference, rtol=1e-2, atol=1e-4)
+
+
 @pytest.mark.parametrize("field,value", [("precision", "fp8"), ("block_a", 24), ("block_d", 8), ("warps", 3)])
 def test_a_configuration_that_cannot_run_is_refused_in_one_line(field: str, value: object) -> None:
     with pytest.raises(ValueError, match=f"TritonConfig: {field}=") as info:
@@ -296,5 +315,10 @@ def test_the_default_configuration_by_width_and_device() -> None:
         assert triton_lse.config_for(100, cuda).precision == "bf16x3"
         assert triton_lse.config_for(129, cuda) == triton_lse.DEFAULTS[0] and triton_lse.DEFAULTS[0].block_d < 256
         assert triton_lse.config_for(128, torch.device("cpu")).precision == "ieee"  # the interpreter: no bf16x3
+        # half-precision features: products in their own dtype, the blocks of the default for their width
+        assert triton_lse.config_for(128, cuda, torch.bfloat16) == replace(triton_lse.DEFAULTS[128], precision="bf16")
+        assert triton_lse.config_for(512, cuda, torch.float16).precision == "fp16"
+        assert triton_lse.config_for(128, torch.device("cpu"), torch.float16).precision == "ieee"
     with triton_lse.using(triton_lse.TritonConfig(precision="tf32x3")):
         assert triton_lse.config_for(512, cuda).precision == "tf32x3"
+        assert triton_lse.config_for(512, cuda, torch.bfloat16).precision == "tf32x3"  # a set one is kept
