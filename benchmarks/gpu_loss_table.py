@@ -5,8 +5,8 @@ The shape is CLIP's: two views [N, D], each row's positive the same row of the o
 (``layout="cross_view", symmetric=True``). The four products are the forward logits A Bᵀ, their recomputation
 (the streaming kernel's backward), and the gradients G B and Gᵀ A. Each row is one forward and backward from
 float32 or bf16 inputs (our kernels accumulate in float32; the Triton kernel multiplies bf16 features as bf16): the
-median of ``reps`` timed runs after a
-warm-up (CUDA events on a GPU, the wall clock on the CPU), and the peak memory above the inputs.
+median of ``reps`` timed runs after a warm-up (CUDA events on a GPU, the wall clock on the CPU), and the peak memory
+above the inputs.
 """
 
 from __future__ import annotations
