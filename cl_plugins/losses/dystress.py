@@ -158,13 +158,17 @@ class DySTreSSLoss(ContrastiveLoss):
     def temperature(self, s: torch.Tensor) -> torch.Tensor:
         return dystress_temperature(s, self.tau_min, self.tau_max, self.profile, self.shift, self.scale)
 
+    def _terms_params(self) -> tuple[Any, ...]:
+        """:func:`_terms`' parameters after the cosines."""
+        return self.tau_min, self.tau_max, self.profile, self.shift, self.scale, self.detach
+
     def logit_map(self, pairs: Pairs) -> LogitMap:
         def on_stats(total: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> None:
             # lazy: with labels the count of negatives takes a pass over them, which only the diagnostic needs
             self.record(tau_mean=lambda: total / pairs.negative_count(), tau_min=lo, tau_max=hi)
 
         # |s / tau(s)| <= 1 / tau_min with |s| <= 1 and tau >= tau_min
-        params = (self.tau_min, self.tau_max, self.profile, self.shift, self.scale, self.detach)
+        params = self._terms_params()
         triton = TritonMap.of(_triton_form, (self.tau_min, self.tau_max, self.shift, self.scale),
                               PROFILES.index(self.profile))  # fmt: skip
         return LogitMap.of_terms(_terms, params, derivative=self.detach, statistic=True, on_stats=on_stats,
@@ -176,7 +180,7 @@ class DySTreSSLoss(ContrastiveLoss):
             positive = pairs.positive(sim).detach()
             self.record(tau_pos_mean=lambda: self.temperature(positive).mean())
             return sim.mapped(self.logit_map(pairs))
-        tau = self.temperature(sim.detach() if self.detach else sim)
+        logits, _, tau = _terms(sim, *self._terms_params(), False, True)
         with torch.no_grad():
             neg = pairs.negative_logits(tau)  # -inf off the negatives
             self.record(
@@ -185,7 +189,7 @@ class DySTreSSLoss(ContrastiveLoss):
                 tau_max=neg.amax(),
                 tau_pos_mean=pairs.positive(tau).mean(),
             )
-        return sim / tau
+        return logits
 
     def extra_repr(self) -> str:
         extra = f", shift={self.shift}, scale={self.scale}" if self.profile == "shifted" else ""

@@ -41,15 +41,13 @@ def closed_form(s: torch.Tensor, lo: float, hi: float, grad: bool) -> tuple[torc
     (1 + c) / (1 - c) = 2 r - 1, at most 2 / eps (the kernels sum it without a running maximum), and 2 r^2
     (phi' = 2 / (1 - c^2); 0 outside the clamp, where the clamp passes no gradient). One loop when compiled
     (:mod:`cl_plugins.kernels.compiled`)."""
-    if _inside(s, lo, hi):  # the clamp binds nowhere: neither it nor its gradient's mask
-        r = torch.rsub(s, 1).reciprocal_()
-        factor = r.square().mul_(2) if grad else None
-        return r.mul_(2).sub_(1), factor
-    c = s.clamp(lo, hi)
+    inside = _inside(s, lo, hi)  # the clamp binds nowhere: neither it nor its gradient's mask
+    c = s if inside else s.clamp(lo, hi)
     r = torch.rsub(c, 1).reciprocal_()
-    if not grad:
-        return r.mul_(2).sub_(1), None
-    factor = torch.where(c == s, r.square().mul_(2), 0.0)
+    factor = None
+    if grad:
+        factor = r.square().mul_(2)
+        factor = factor if inside else torch.where(c == s, factor, 0.0)
     return r.mul_(2).sub_(1), factor
 
 
@@ -102,11 +100,16 @@ class TemperatureFreeLoss(ContrastiveLoss):
             raise ValueError(f"eps must lie in (0, 0.5), got {eps!r}; 1e-6 is the default")
         self.eps = float(eps)
 
+    @property
+    def _bounds(self) -> tuple[float, float]:
+        """The clamp's [lo, hi]."""
+        return -1 + self.eps, 1 - self.eps
+
     def _clamped(self, sim: torch.Tensor) -> torch.Tensor:
-        return sim.clamp(-1 + self.eps, 1 - self.eps)
+        return sim.clamp(*self._bounds)
 
     def logit_map(self, pairs: Pairs) -> LogitMap:
-        lo, hi = -1 + self.eps, 1 - self.eps
+        lo, hi = self._bounds
         bound = math.log((2 - self.eps) / self.eps)  # 2 atanh(1 - eps)
         return LogitMap.of_terms(_terms, (lo, hi), closed=closed_form, bound=bound, compile_maps=self.compile_maps,
                                  triton=TritonMap.of(_triton_form, (lo, hi)))  # fmt: skip
@@ -117,7 +120,7 @@ class TemperatureFreeLoss(ContrastiveLoss):
         self.record(inv_tau_pos_mean=lambda: effective_inverse_tau(self._clamped(positive)).mean())
         if isinstance(sim, LazyLogits):
             return sim.mapped(self.logit_map(pairs))
-        return 2 * torch.atanh(self._clamped(sim))
+        return _terms(sim, *self._bounds, False, False)[0]
 
     def extra_repr(self) -> str:
         return f"eps={self.eps}, " + super().extra_repr()
