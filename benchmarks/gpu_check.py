@@ -138,9 +138,10 @@ def device_tests(device: str, quick: bool, budget_s: float, report: Report, env:
     together; pass/fail counts from the JUnit XML."""
     import xml.etree.ElementTree as ET
 
+    frameworks = "tests/integrations/frameworks"
     for name, targets in (("device tests", ["tests/test_device.py"]),
-                          ("framework adapters", ["tests/integrations/frameworks/test_framework_recipes.py",
-                                                  *[f"tests/integrations/test_{m}.py::test_{t}" for m, t in PARITY]])):
+                          ("framework adapters", [f"{frameworks}/test_framework_recipes.py",
+                                                  *[f"{frameworks}/test_{m}.py::test_{t}" for m, t in PARITY]])):
         if quick and name == "framework adapters":
             continue
         if name != "device tests":
@@ -180,7 +181,8 @@ def markdown(data: dict[str, Any]) -> str:
 
 
 def loss_table(device: str, quick: bool, deadline: float, upstream: Path | None, report: Report,
-               sizes: list[int] | None = None, dims: list[int] | None = None, tile_sweep: bool = True) -> None:
+               sizes: list[int] | None = None, dims: list[int] | None = None, tile_sweep: bool = True,
+               kernels: list[str] | None = None) -> None:
     import torch
 
     from benchmarks import gpu_loss_table
@@ -202,7 +204,7 @@ def loss_table(device: str, quick: bool, deadline: float, upstream: Path | None,
     # the tile sweep first: it decides the streaming kernel's GPU tiles, and the table may run out of time
     if tile_sweep:
         gpu_loss_table.tile_sweep(dev, 512 if quick else 65536, 32 if quick else 128, deadline, record, reps)
-    gpu_loss_table.table(dev, sizes, dims, dtypes, deadline, upstream, record, reps)
+    gpu_loss_table.table(dev, sizes, dims, dtypes, deadline, upstream, record, reps, kernels)
 
 
 def kernel_sweep(device: str, quick: bool, deadline: float, report: Report, max_n: int, refs_max_n: int) -> None:
@@ -236,6 +238,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="the kernel sweep measures the losses to beat up to this N (default: 2^20)")  # fmt: skip
     p.add_argument("--sizes", type=int, nargs="+", help="the loss table's N (default: 4096 16384 65536 131072)")
     p.add_argument("--dims", type=int, nargs="+", help="the loss table's D (default: 128 512)")
+    p.add_argument("--kernels", nargs="+", help="the loss table's kernels (default: auto dense fused stream, and "
+                   "triton where it imports)")  # fmt: skip
     args = p.parse_args(argv)
     if args.make_bundle is None and args.out is None:
         p.error("--out is required (or --make_bundle)")
@@ -272,7 +276,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                      report, args.sweep_max_n, args.sweep_refs_max_n)  # fmt: skip
     if "loss_table" not in args.skip:
         loss_table(args.device, args.quick, deadline - 5, upstream, report, args.sizes, args.dims,
-                   "tile_sweep" not in args.skip)
+                   "tile_sweep" not in args.skip, args.kernels)
     report.set("finished", time.strftime("%Y-%m-%d %H:%M:%S %Z"))
     shutil.rmtree(work, ignore_errors=True)
     return report.data

@@ -138,20 +138,23 @@ def measure(row: tuple[str, str, Any], a: torch.Tensor, b: torch.Tensor, reps: i
 
 
 def table(device: torch.device, sizes: list[int], dims: list[int], dtypes: list[torch.dtype], deadline: float,
-          upstream: Path | None, record: Callable[[dict[str, Any]], None], reps: int = 3) -> None:  # fmt: skip
-    """Measure every row of every shape, smallest first, until ``deadline`` (``time.monotonic()``); each result
-    is handed to ``record`` as it comes. A kernel out of memory at one N is not tried at larger N."""
+          upstream: Path | None, record: Callable[[dict[str, Any]], None], reps: int = 3,
+          kernels: list[str] | None = None) -> None:  # fmt: skip
+    """Measure every row of every shape, in the order of ``sizes``, until ``deadline`` (``time.monotonic()``); each
+    result is handed to ``record`` as it comes. A kernel out of memory at one N is not tried at larger N.
+    ``kernels`` (default: auto, dense, fused, stream, and triton where it runs) are our rows' kernels."""
     clip_loss, failed = load_clip_loss(upstream), set()
-    kernels: tuple[str, ...] = ("auto", "dense", "fused", "stream")
-    if device.type == "cuda" and triton_lse.available():  # issue 53's rows: the Triton kernels beside the others
-        kernels += ("triton",)
+    if kernels is None:
+        kernels = ["auto", "dense", "fused", "stream"]
+        if device.type == "cuda" and triton_lse.available():  # issue 53's rows: the Triton kernels beside the others
+            kernels.append("triton")
     for n in sizes:
         for dim in dims:
             for dtype in dtypes:
                 g = torch.Generator(device=device).manual_seed(0)
                 a = torch.randn(n, dim, device=device, dtype=dtype, generator=g).requires_grad_()
                 b = torch.randn(n, dim, device=device, dtype=dtype, generator=g).requires_grad_()
-                for row in rows_for(dim, n, kernels, clip_loss):
+                for row in rows_for(dim, n, tuple(kernels), clip_loss):
                     key = (row[0], row[1], dim, dtype)
                     base = {"strategy": row[0], "kernel": row[1], "n": n, "d": dim, "dtype": str(dtype)[6:]}
                     if time.monotonic() > deadline:

@@ -19,6 +19,7 @@ from torch import nn
 
 from .distributed import ProcessesDisagree, all_reduce_sum, is_distributed, refuse_on_every_rank, world_size
 from .extension import LazyLogits, LogitMap, Pairs, softplus
+from .kernels import triton_lse
 from .kernels.dispatch import KERNELS, KernelChoice, choose
 from .labels import Labels, refuse_replaced
 from .labels import label_policy as label_policy_of
@@ -219,7 +220,8 @@ class ContrastiveLoss(nn.Module):
                 refuse_on_every_rank()  # the other ranks wait in the first gather: they stop with this one
             raise
         self._stats = {}
-        per_anchor = torch.cat([self.block_loss(b) for b in blocks])
+        with triton_lse.features_of(z1.dtype if z1.dtype == z2.dtype else torch.float32):
+            per_anchor = torch.cat([self.block_loss(b) for b in blocks])
         return self._reduce(per_anchor, global_batch=True)
 
     def from_similarity(

@@ -32,8 +32,12 @@ CUDA_STREAM_FROM_ELEMENTS = 1 << 26
 #: ... and the Triton kernel (bf16x3 products) from there for rows this wide or narrower, the streaming kernel for
 #: wider ones: on one H200 (2026-11-27, docs/gpu.md), CLIP layout, D = 128, float32, Triton took 5.6 ms at
 #: N = 8,192 (streaming 8.4, dense 7.9), 13.9 at 16,384 (23.1, 25.5), 175 at 65,536 (streaming 317), exact to 3e-7;
-#: at N = 4,096 dense was faster (3.1 against 4.4); at D = 512 no exact configuration was measured yet
+#: at N = 4,096 dense was faster (3.1 against 4.4); at D = 512 the one exact configuration that compiles took 77 ms,
+#: streaming 55 (2026-11-28)
 CUDA_TRITON_MAX_DIM = 128
+#: ... and this wide for half-precision features (bf16 products, :func:`triton_lse.features_of`): at N = 16,384,
+#: D = 512 on the H200 (2026-11-28) 21.9 ms against streaming's 55.4 and ``F.cross_entropy``'s 25.7
+HALF_TRITON_MAX_DIM = 512
 
 
 @dataclass(frozen=True)
@@ -51,11 +55,12 @@ def auto(rows: torch.Tensor, size: int) -> str:
     """``kernel="auto"``'s kernel for a block of ``size`` logits whose anchors are ``rows``: on the CPU the
     one-buffer kernel, streaming from :data:`STREAM_FROM_ELEMENTS`; on a GPU the dense path below
     :data:`CUDA_STREAM_FROM_ELEMENTS`, from there Triton for rows of at most :data:`CUDA_TRITON_MAX_DIM` features
-    where it can run, else streaming."""
+    (:data:`HALF_TRITON_MAX_DIM` for half-precision features) where it can run, else streaming."""
     if rows.device.type == "cuda":
         if size < CUDA_STREAM_FROM_ELEMENTS:
             return "dense"
-        narrow = rows.shape[-1] <= CUDA_TRITON_MAX_DIM
+        half = triton_lse.features_dtype(rows, rows) in triton_lse.HALF_PRECISIONS
+        narrow = rows.shape[-1] <= (HALF_TRITON_MAX_DIM if half else CUDA_TRITON_MAX_DIM)
         return "triton" if narrow and triton_lse.usable_on(rows.device) else "stream"
     return "stream" if size >= STREAM_FROM_ELEMENTS else "fused"
 

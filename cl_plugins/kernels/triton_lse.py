@@ -30,6 +30,7 @@ import os
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -293,12 +294,13 @@ class TritonConfig:
 
 
 #: the configuration by D (padded to a power of two) where none is set: the fastest exact one of the H200 sweeps
-#: (docs/gpu.md, 2026-11-27): bf16x3 products, 128 x 64 blocks, 8 warps, 2 stages: 13.9 ms at N = 16,384, D = 128
-#: (IEEE 32 x 32: 70.7; the streaming kernel 23.1), loss and gradients within 3e-7 of float64. Above D = 128 no exact
-#: configuration is measured yet (this one ran out of shared memory at D = 512): 64 x 64 blocks and chunks of D, where
-#: a kernel that cannot compile streams with one warning; ``kernel="auto"`` takes the streaming kernel there
+#: (docs/gpu.md, 2026-11-27 and -28): bf16x3 products, 128 x 64 blocks, 8 warps, 2 stages: 12.9 ms at N = 16,384,
+#: D = 128 (IEEE 32 x 32: 70.3; the streaming kernel 23.0), loss and gradients within 3e-7 of float64. Above D = 128
+#: the only one of twelve that fit the 227 KiB of shared memory in bf16x3: 64 x 64 blocks, chunks of 128 features,
+#: 256 gradient columns a program, 1 stage (77 ms at N = 16,384, D = 512, where the streaming kernel takes 55; with
+#: bf16 products, half-precision features, 21.9 against ``F.cross_entropy``'s 25.7)
 DEFAULTS = {128: TritonConfig(precision="bf16x3", block_a=128, block_m=64, warps=8, stages=2),
-            0: TritonConfig(precision="bf16x3", block_a=64, block_m=64, block_d=64, out_d=128, stages=2)}  # fmt: skip
+            0: TritonConfig(precision="bf16x3", block_a=64, block_m=64, block_d=128, out_d=256, stages=1)}  # fmt: skip
 _config: dict[str, TritonConfig | None] = {"now": None}
 
 
@@ -320,6 +322,29 @@ def config_for(dim: int, device: torch.device, dtype: torch.dtype = torch.float3
     if device.type != "cuda":
         return replace(config, precision="ieee")
     return replace(config, precision=HALF_PRECISIONS[dtype]) if dtype in HALF_PRECISIONS else config
+
+
+_features: ContextVar[torch.dtype | None] = ContextVar("cl_plugins_features", default=None)
+
+
+@contextmanager
+def features_of(dtype: torch.dtype) -> Iterator[None]:
+    """Inside the block, the rows the kernels see (float32 unit rows: the loss up-casts before normalising) came
+    from features of ``dtype``: a half one takes its own products (:func:`config_for`), as the features' own
+    matrix product would. The loss's forward sets it; the backward reads the configuration its forward chose."""
+    token = _features.set(dtype)
+    try:
+        yield
+    finally:
+        _features.reset(token)
+
+
+def features_dtype(a: torch.Tensor, c: torch.Tensor) -> torch.dtype:
+    """The dtype whose products the kernels take for rows ``a``, ``c``: theirs where both are one half dtype,
+    else the features' set by :func:`features_of` (float32 where none is)."""
+    if a.dtype == c.dtype and a.dtype in HALF_PRECISIONS:
+        return a.dtype
+    return _features.get() or torch.float32
 
 
 @contextmanager
@@ -395,7 +420,7 @@ class _TritonNegativeLSE(torch.autograd.Function):
     def forward(ctx, a, c, plan):  # type: ignore[override]
         exclude_cols, labels, bias_cols, bias, logit_map, ratios = plan
         with torch.autocast(device_type=a.device.type, enabled=False), torch.no_grad():
-            config = config_for(a.shape[1], a.device, a.dtype if a.dtype == c.dtype else torch.float32)
+            config = config_for(a.shape[1], a.device, features_dtype(a, c))
             a_in, c_in = _operands(a, c, config)
             spec = _Spec(a_in, c_in, exclude_cols, labels, bias_cols, bias, logit_map, config)
             n = a.shape[0]

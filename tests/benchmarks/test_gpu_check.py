@@ -55,3 +55,27 @@ def test_headline_keeps_the_first_numbers_and_leaves_out_timings_and_settings():
     results = {"settings": {"lr": 1.0}, "train_seconds": 3.0, "runs": [{"acc": 0.5, "ok": True, "seed": 1}], "mean": 2}
     assert gpu_trainers.headline(results) == {"runs.0.acc": 0.5, "mean": 2.0}
     assert len(gpu_trainers.headline({"x": list(range(10))}, limit=3)) == 3
+
+
+def test_the_parity_tests_it_names_exist():
+    """The check's framework part runs tests by node id: a renamed file must fail here, not on the GPU."""
+    from pathlib import Path
+
+    root = Path(gpu_check.ROOT)
+    for module, test in gpu_check.PARITY:
+        path = root / "tests/integrations/frameworks" / f"test_{module}.py"
+        assert f"def test_{test}(" in path.read_text(), (path, test)
+
+
+def test_the_map_cost_variants_are_the_losses_they_claim(tmp_path):
+    """benchmarks/gpu_map_cost.py under Triton's interpreter: the cheaper forms give their strategy's loss, the
+    floors do not (they would time something else), and every row reports."""
+    from benchmarks import gpu_map_cost
+
+    rows = gpu_map_cost.main(["--n", "48", "--d", "16", "--reps", "1", "--device", "cpu", "--out", str(tmp_path)])
+    by = {(r["strategy"], r["variant"]): r for r in rows}
+    assert all("ms" in r for r in rows), rows
+    assert by[("dystress", "polynomial sine, one reciprocal")]["loss_diff"] < 1e-6
+    assert by[("temperature_free", "one division")]["loss_diff"] < 1e-6
+    assert by[("dystress", "constant temperature (floor)")]["loss_diff"] > 1e-3
+    assert "| dystress | own |" in (tmp_path / "map_cost.md").read_text()

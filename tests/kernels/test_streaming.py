@@ -176,7 +176,8 @@ def test_kernel_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     # rows wider than CUDA_TRITON_MAX_DIM (narrower ones take Triton: tests/kernels/test_triton_lse.py)
     for size, expected in ((dispatch.CUDA_STREAM_FROM_ELEMENTS - 1, "dense"),
                            (dispatch.CUDA_STREAM_FROM_ELEMENTS, "stream")):  # fmt: skip
-        rows = SimpleNamespace(device=torch.device("cuda", 0), shape=(8, 2 * dispatch.CUDA_TRITON_MAX_DIM))
+        rows = SimpleNamespace(device=torch.device("cuda", 0), shape=(8, 2 * dispatch.CUDA_TRITON_MAX_DIM),
+                               dtype=torch.float32)  # fmt: skip
         on_gpu = SimpleNamespace(size=size, anchors=rows)
         assert kernel("macl", on_gpu) == expected
         assert kernel("dystress", on_gpu) == expected

@@ -109,18 +109,43 @@ def test_a_row_with_no_negative_gets_minus_infinity_and_no_gradient() -> None:
 
 
 def test_auto_takes_triton_on_a_gpu_where_it_was_measured_faster(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 60's policy: dense below 2^26 logits, from there Triton for D <= 128 (measured faster on an H200), the
-    streaming kernel for wider rows or where Triton cannot run; the CPU never takes it."""
+    """Issue 60's policy: dense below 2^26 logits, from there Triton for D <= 128 (D <= 512 for half-precision
+    features; measured faster on an H200), the streaming kernel for wider rows or where Triton cannot run; the CPU
+    never takes it."""
     assert triton_lse.available()
+
+    def rows(dim: int, device: str = "cuda") -> SimpleNamespace:
+        return SimpleNamespace(device=torch.device(device), shape=(8, dim), dtype=torch.float32)
 
     monkeypatch.setattr(triton_lse, "usable_on", lambda device: True)
     cases = {(1 << 20, 128): "dense", (1 << 26, 128): "triton", (1 << 30, 96): "triton", (1 << 30, 129): "stream"}
     for (size, dim), expected in cases.items():
-        gpu = SimpleNamespace(device=torch.device("cuda"), shape=(8, dim))
-        assert dispatch.auto(gpu, size) == expected, (size, dim)  # type: ignore[arg-type]
+        assert dispatch.auto(rows(dim), size) == expected, (size, dim)  # type: ignore[arg-type]
+    half = {(1 << 20, 512): "dense", (1 << 26, 512): "triton", (1 << 30, 513): "stream"}
+    for dtype in (torch.bfloat16, torch.float16):
+        with triton_lse.features_of(dtype):
+            for (size, dim), expected in half.items():
+                assert dispatch.auto(rows(dim), size) == expected, (size, dim, dtype)  # type: ignore[arg-type]
+    assert dispatch.auto(rows(512), 1 << 30) == "stream"  # type: ignore[arg-type]
     monkeypatch.setattr(triton_lse, "usable_on", lambda device: False)
-    assert dispatch.auto(SimpleNamespace(device=torch.device("cuda"), shape=(8, 128)), 1 << 30) == "stream"  # type: ignore[arg-type]
-    assert dispatch.auto(SimpleNamespace(device=torch.device("cpu"), shape=(8, 128)), 1 << 30) == "stream"  # type: ignore[arg-type]
+    assert dispatch.auto(rows(128), 1 << 30) == "stream"  # type: ignore[arg-type]
+    assert dispatch.auto(rows(128, "cpu"), 1 << 30) == "stream"  # type: ignore[arg-type]
+
+
+def test_the_loss_tells_the_kernels_its_features_dtype(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernels see float32 unit rows; the features' own dtype reaches the kernel choice and configuration."""
+    seen = []
+
+    def auto(rows: torch.Tensor, size: int) -> str:
+        seen.append((rows.dtype, triton_lse.features_dtype(rows, rows)))
+        return "stream"
+
+    monkeypatch.setattr(dispatch, "auto", auto)
+    for dtype in (torch.bfloat16, torch.float32):
+        z = torch.randn(2, 6, 8).to(dtype)
+        clp.build_loss("dystress")(z[0], z[1])
+    assert seen == [(torch.float32, torch.bfloat16), (torch.float32, torch.float32)]
+    assert triton_lse.features_dtype(torch.ones(1), torch.ones(1)) == torch.float32  # the block is left
 
 
 def test_refused_in_one_line_where_it_cannot_run(monkeypatch: pytest.MonkeyPatch) -> None:

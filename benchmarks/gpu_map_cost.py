@@ -1,0 +1,165 @@
+"""What a per-pair map costs on the Triton kernel, over InfoNCE's scalar temperature (issue 60's "every other
+strategy within 1.15x of ``infonce``").
+
+CLIP layout (two views [N, D], both directions), float32 features, ``kernel="triton"``, one forward and backward:
+the median of ``--reps`` CUDA-event timed runs after a warm-up. Beside each strategy's own Triton form, variants of
+it written here, as a user would write a map (:func:`cl_plugins.extension.triton_map`), swapped in for the run:
+a form with fewer special functions, and a trivial map of the same kind (a constant temperature: not the loss, the
+floor of any per-pair map). Each variant's loss is checked against the strategy's own (``loss_diff``), and a
+profile of one step per strategy (the CUDA kernels by time) says whether the time is in the Triton kernels or
+around them. Prints a table; ``--out`` also writes ``map_cost.json`` and ``map_cost.md``.
+
+    python benchmarks/gpu_map_cost.py --out results/  # a GPU; Triton's interpreter on the CPU with --n 64
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.gpu_loss_table import _backward, _timed, our_loss  # noqa: E402
+from cl_plugins.extension import tl, triton_map  # noqa: E402
+from cl_plugins.losses import dystress, temperature_free  # noqa: E402
+
+
+@triton_map
+def _dystress_polynomial(x, params, profile):  # type: ignore[no-untyped-def]
+    """DySTreSS's cosine profile without a cosine: (1 - cos(pi x)) / 2 = sin(pi x / 2)^2, the sine by its Taylor
+    polynomial to x^13 on [-pi/2, pi/2] (within 6e-8), and one reciprocal. Other profiles: the strategy's form."""
+    if profile == 0:
+        t = 1.5707963267948966 * x
+        t2 = t * t
+        sine = t * (1.0 + t2 * (-1.0 / 6.0 + t2 * (1.0 / 120.0 + t2 * (-1.0 / 5040.0 + t2 * (
+            1.0 / 362880.0 + t2 * (-1.0 / 39916800.0 + t2 * (1.0 / 6227020800.0)))))))
+        tau = params[0] + (params[1] - params[0]) * sine * sine
+        inverse = 1.0 / tau
+        return x * inverse, inverse, tau
+    return _dystress_own(x, params, profile)
+
+
+@triton_map
+def _constant_temperature(x, params, constant):  # type: ignore[no-untyped-def]
+    """A per-pair map with nothing per pair: x / tau_min (not DySTreSS: the floor of any map)."""
+    inverse = 1.0 / params[0]
+    return x * inverse, x * 0.0 + inverse, x * 0.0 + params[0]
+
+
+@triton_map
+def _atanh_one_division(x, params, unused):  # type: ignore[no-untyped-def]
+    """Temperature-free's 2 atanh(c) as log((1 + c)^2 / (1 - c^2)), its derivative 2 / (1 - c^2): one division."""
+    c = tl.minimum(tl.maximum(x, params[0]), params[1])
+    inverse = 1.0 / (1.0 - c * c)
+    return tl.log((1.0 + c) * (1.0 + c) * inverse), tl.where(c == x, 2.0 * inverse, 0.0), x * 0.0
+
+
+@triton_map
+def _atanh_linear(x, params, unused):  # type: ignore[no-untyped-def]
+    """2 x: a map of temperature-free's kind with nothing per pair (not the loss: its floor)."""
+    return 2.0 * x, x * 0.0 + 2.0, x * 0.0
+
+
+_dystress_own = dystress._triton_form
+#: (strategy, variant, the module whose ``_triton_form`` it replaces, the form or None for the strategy's own)
+VARIANTS: tuple[tuple[str, str, Any, Any], ...] = (
+    ("infonce", "own", None, None),
+    ("dystress", "own", dystress, None),
+    ("dystress", "polynomial sine, one reciprocal", dystress, _dystress_polynomial),
+    ("dystress", "constant temperature (floor)", dystress, _constant_temperature),
+    ("temperature_free", "own", temperature_free, None),
+    ("temperature_free", "one division", temperature_free, _atanh_one_division),
+    ("temperature_free", "2 x (floor)", temperature_free, _atanh_linear),
+)
+
+
+@contextlib.contextmanager
+def swapped(module: Any, form: Any) -> Iterator[None]:
+    """The strategy's losses built inside the block take ``form`` as their Triton form."""
+    if module is None or form is None:
+        yield
+        return
+    own, module._triton_form = module._triton_form, form
+    try:
+        yield
+    finally:
+        module._triton_form = own
+
+
+def profile(step: Callable[[], None], rows: int = 8) -> str:
+    """The CUDA kernels of one ``step``, by total time."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as profiler
+
+    with profiler(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        step()
+        torch.cuda.synchronize()
+    return prof.key_averages().table(sort_by="cuda_time_total", row_limit=rows, max_name_column_width=60)
+
+
+def measure(n: int, d: int, reps: int, device: torch.device, profiles: bool) -> tuple[list[dict[str, Any]], str]:
+    g = torch.Generator(device=device).manual_seed(n + d)
+    a, b = (torch.randn(n, d, device=device, generator=g).requires_grad_() for _ in range(2))
+    rows, text, own_loss, base = [], "", {}, None
+    for strategy, variant, module, form in VARIANTS:
+        row: dict[str, Any] = {"strategy": strategy, "variant": variant, "n": n, "d": d}
+        try:
+            with swapped(module, form):
+                loss_of = our_loss(strategy, "triton", d).to(device)
+                with torch.no_grad():
+                    value = float(loss_of(a, b))
+                step = _backward(loss_of, a, b)
+                ms, mib = _timed(step, device, reps)
+                if profiles and variant == "own" and device.type == "cuda":
+                    text += f"\n### {strategy}, own form, N = {n}, D = {d}\n\n```\n{profile(step)}\n```\n"
+            own_loss.setdefault(strategy, value)
+            base = ms if strategy == "infonce" else base
+            row.update(ms=round(ms, 3), peak_mib=round(mib, 1), loss_diff=abs(value - own_loss[strategy]),
+                       x_infonce=round(ms / base, 2) if base else None)  # fmt: skip
+        except Exception as exc:  # recorded, not raised: one failing variant must not cost the rest
+            row["error"] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc) else ''}"
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    return rows, text
+
+
+def markdown(rows: list[dict[str, Any]], profiles: str, device: str) -> str:
+    cols = ["strategy", "variant", "n", "d", "ms", "x_infonce", "loss_diff", "peak_mib", "error"]
+    lines = [f"# Per-pair maps on the Triton kernel ({device})", "", "| " + " | ".join(cols) + " |",
+             "|" + "---|" * len(cols)]  # fmt: skip
+    lines += ["| " + " | ".join(str(r.get(c, "")) for c in cols) + " |" for r in rows]
+    return "\n".join(lines) + "\n" + profiles
+
+
+def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--n", type=int, nargs="+", default=[16384], help="batch sizes (default: 16384)")
+    p.add_argument("--d", type=int, default=128, help="feature width (default: 128)")
+    p.add_argument("--reps", type=int, default=5, help="timed runs per row (default: 5)")
+    p.add_argument("--device", default="cuda", help="cuda, or cpu under TRITON_INTERPRET=1 (default: cuda)")
+    p.add_argument("--out", type=Path, help="folder for map_cost.json and map_cost.md")
+    args = p.parse_args(argv)
+    device = torch.device(args.device)
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    rows, profiles = [], ""
+    for n in args.n:
+        got, text = measure(n, args.d, args.reps, device, profiles=n == args.n[0])
+        rows, profiles = rows + got, profiles + text
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "map_cost.json").write_text(json.dumps({"device": name, "rows": rows}, indent=1))
+        (args.out / "map_cost.md").write_text(markdown(rows, profiles, name))
+    print(markdown(rows, profiles, name))
+    return rows
+
+
+if __name__ == "__main__":
+    main()
