@@ -4,7 +4,7 @@ strategy within 1.15x of ``infonce``").
 CLIP layout (two views [N, D], both directions), float32 features, ``kernel="triton"``, one forward and backward:
 the median of ``--reps`` CUDA-event timed runs after a warm-up. Beside each strategy's own Triton form, variants of
 it written here, as a user would write a map (:func:`cl_plugins.extension.triton_map`), swapped in for the run:
-a form with fewer special functions, and a trivial map of the same kind (a constant temperature: not the loss, the
+forms with other special functions, and a trivial map of the same kind (a constant temperature: not the loss, the
 floor of any per-pair map). Each variant's loss is checked against the strategy's own (``loss_diff``), and a
 profile of one step per strategy (the CUDA kernels by time) says whether the time is in the Triton kernels or
 around them. Prints a table; ``--out`` also writes ``map_cost.json`` and ``map_cost.md``.
@@ -33,17 +33,12 @@ from cl_plugins.losses import dystress, temperature_free  # noqa: E402
 
 
 @triton_map
-def _dystress_polynomial(x, params, profile):  # type: ignore[no-untyped-def]
-    """DySTreSS's cosine profile without a cosine: (1 - cos(pi x)) / 2 = sin(pi x / 2)^2, the sine by its Taylor
-    polynomial to x^13 on [-pi/2, pi/2] (within 6e-8), and one reciprocal. Other profiles: the strategy's form."""
+def _dystress_cosine(x, params, profile):  # type: ignore[no-untyped-def]
+    """DySTreSS's cosine profile with Triton's own cosine and two divisions (its form until 2026-11-28). Other
+    profiles: the strategy's form."""
     if profile == 0:
-        t = 1.5707963267948966 * x
-        t2 = t * t
-        sine = t * (1.0 + t2 * (-1.0 / 6.0 + t2 * (1.0 / 120.0 + t2 * (-1.0 / 5040.0 + t2 * (
-            1.0 / 362880.0 + t2 * (-1.0 / 39916800.0 + t2 * (1.0 / 6227020800.0)))))))
-        tau = params[0] + (params[1] - params[0]) * sine * sine
-        inverse = 1.0 / tau
-        return x * inverse, inverse, tau
+        tau = params[0] + 0.5 * (params[1] - params[0]) * (1.0 - tl.cos(3.141592653589793 * x))
+        return x / tau, 1.0 / tau, tau
     return _dystress_own(x, params, profile)
 
 
@@ -63,6 +58,15 @@ def _atanh_one_division(x, params, unused):  # type: ignore[no-untyped-def]
 
 
 @triton_map
+def _atanh_log2(x, params, unused):  # type: ignore[no-untyped-def]
+    """Temperature-free's 2 atanh(c) as ln 2 * log2((1 + c) / (1 - c)): the base-2 logarithm, which the GPU has
+    as an instruction."""
+    c = tl.minimum(tl.maximum(x, params[0]), params[1])
+    inverse = 1.0 / (1.0 - c * c)
+    return 0.6931471805599453 * tl.log2((1.0 + c) * (1.0 + c) * inverse), tl.where(c == x, 2.0 * inverse, 0.0), x * 0.0
+
+
+@triton_map
 def _atanh_linear(x, params, unused):  # type: ignore[no-untyped-def]
     """2 x: a map of temperature-free's kind with nothing per pair (not the loss: its floor)."""
     return 2.0 * x, x * 0.0 + 2.0, x * 0.0
@@ -73,10 +77,11 @@ _dystress_own = dystress._triton_form
 VARIANTS: tuple[tuple[str, str, Any, Any], ...] = (
     ("infonce", "own", None, None),
     ("dystress", "own", dystress, None),
-    ("dystress", "polynomial sine, one reciprocal", dystress, _dystress_polynomial),
+    ("dystress", "tl.cos, two divisions (until 2026-11-28)", dystress, _dystress_cosine),
     ("dystress", "constant temperature (floor)", dystress, _constant_temperature),
     ("temperature_free", "own", temperature_free, None),
     ("temperature_free", "one division", temperature_free, _atanh_one_division),
+    ("temperature_free", "log2, one division", temperature_free, _atanh_log2),
     ("temperature_free", "2 x (floor)", temperature_free, _atanh_linear),
 )
 

@@ -127,21 +127,38 @@ if triton is not None:
         return x
 
     @triton.jit
+    def _by_anchor(v, T: tl.constexpr):
+        """An anchor-indexed vector against a block: its rows, or its columns where the block is transposed."""
+        if T:
+            return v[None, :]
+        else:
+            return v[:, None]
+
+    @triton.jit
+    def _by_candidate(v, T: tl.constexpr):
+        """A candidate-indexed vector against a block: its columns, or its rows where the block is transposed."""
+        if T:
+            return v[:, None]
+        else:
+            return v[None, :]
+
+    @triton.jit
     def _tile(x, rows, cols, A, M, ex_ptr, K: tl.constexpr, la_ptr, lc_ptr, LABELS: tl.constexpr, bias_ptr, bias,
-              BIAS: tl.constexpr, MAP: tl.constexpr, P, MC: tl.constexpr):  # fmt: skip
-        """(masked logits with -inf off the negatives, phi', statistic, negatives mask) of the products ``x``."""
+              BIAS: tl.constexpr, MAP: tl.constexpr, P, MC: tl.constexpr, T: tl.constexpr):  # fmt: skip
+        """(masked logits with -inf off the negatives, phi', statistic, negatives mask) of the products ``x``:
+        [rows, cols], or [cols, rows] where ``T`` (the map is elementwise; only the masks see the orientation)."""
         logit, deriv, stat = MAP(x, P, MC)
-        neg = (rows[:, None] < A) & (cols[None, :] < M)
+        neg = (_by_anchor(rows, T) < A) & (_by_candidate(cols, T) < M)
         for k in tl.static_range(K):
             ex = tl.load(ex_ptr + rows * K + k, mask=rows < A, other=-1)
-            neg = neg & (cols[None, :] != ex[:, None])
+            neg = neg & (_by_candidate(cols, T) != _by_anchor(ex, T))
         if LABELS:
             la = tl.load(la_ptr + rows, mask=rows < A, other=0)
             lc = tl.load(lc_ptr + cols, mask=cols < M, other=0)
-            neg = neg & (la[:, None] != lc[None, :])
+            neg = neg & (_by_anchor(la, T) != _by_candidate(lc, T))
         if BIAS:
             bc = tl.load(bias_ptr + rows, mask=rows < A, other=-1)
-            logit = tl.where(cols[None, :] == bc[:, None], logit + bias, logit)
+            logit = tl.where(_by_candidate(cols, T) == _by_anchor(bc, T), logit + bias, logit)
         return tl.where(neg, logit, float("-inf")), deriv, stat, neg
 
     @triton.jit
@@ -169,7 +186,7 @@ if triton is not None:
             cols = j + tl.arange(0, BM)
             x = _products(a_first, a_ptr, c_ptr, rows, cols, A, M, D, DP, BD, PREC)
             logit, deriv, stat, neg = _tile(x, rows, cols, A, M, ex_ptr, K, la_ptr, lc_ptr, LABELS, bias_ptr, bias,
-                                            BIAS, MAP, P, MC)  # fmt: skip
+                                            BIAS, MAP, P, MC, False)  # fmt: skip
             m, s = _online(m, s, logit)
             if RATIO:
                 m2, s2 = _online(m2, s2, logit * ratio)
@@ -188,15 +205,16 @@ if triton is not None:
 
     @triton.jit
     def _gradient(x, rows, cols, A, M, ex_ptr, K: tl.constexpr, la_ptr, lc_ptr, LABELS: tl.constexpr, bias_ptr, bias,
-                  BIAS: tl.constexpr, MAP: tl.constexpr, P, MC: tl.constexpr, lse_ptr, g_ptr, dtype: tl.constexpr):
+                  BIAS: tl.constexpr, MAP: tl.constexpr, P, MC: tl.constexpr, lse_ptr, g_ptr, dtype: tl.constexpr,
+                  T: tl.constexpr):  # fmt: skip
         """G = dL/dx of the products ``x``: exp(l - LSE_i) g_i phi', 0 off the negatives, in ``dtype`` (the tensor
-        cores' operand)."""
+        cores' operand); G^T where ``x`` is the transposed block (``T``)."""
         logit, deriv, stat, neg = _tile(x, rows, cols, A, M, ex_ptr, K, la_ptr, lc_ptr, LABELS, bias_ptr, bias, BIAS,
-                                        MAP, P, MC)  # fmt: skip
+                                        MAP, P, MC, T)  # fmt: skip
         lse = tl.load(lse_ptr + rows, mask=rows < A, other=0.0)
         lse = tl.where(lse == float("-inf"), 0.0, lse)  # a row with no negative: every entry is masked anyway
         g = tl.load(g_ptr + rows, mask=rows < A, other=0.0)
-        return tl.where(neg, tl.exp(logit - lse[:, None]) * g[:, None] * deriv, 0.0).to(dtype)
+        return tl.where(neg, tl.exp(logit - _by_anchor(lse, T)) * _by_anchor(g, T) * deriv, 0.0).to(dtype)
 
     @triton.jit
     def _backward_anchors(a_ptr, c_ptr, A, M, D, ex_ptr, K: tl.constexpr, la_ptr, lc_ptr, LABELS: tl.constexpr,
@@ -214,7 +232,7 @@ if triton is not None:
             x = _products(a_first, a_ptr, c_ptr, rows, cols, A, M, D, DP, BD, PREC)
             c_blk = _rows(c_ptr, cols, M, D, d0, DO)
             grad = _gradient(x, rows, cols, A, M, ex_ptr, K, la_ptr, lc_ptr, LABELS, bias_ptr, bias, BIAS, MAP, P,
-                             MC, lse_ptr, g_ptr, a_ptr.dtype.element_ty)  # fmt: skip
+                             MC, lse_ptr, g_ptr, a_ptr.dtype.element_ty, False)  # fmt: skip
             acc = tl.dot(grad, c_blk, acc, input_precision=PREC)
         d = d0 + tl.arange(0, DO)
         tl.store(out_ptr + rows[:, None] * D + d[None, :], acc, mask=(rows[:, None] < A) & (d[None, :] < D))
@@ -231,11 +249,13 @@ if triton is not None:
         acc = tl.zeros([BM, DO], tl.float32)
         for i in range(0, A, BA):
             rows = i + tl.arange(0, BA)
-            x = tl.trans(_products(c_first, c_ptr, a_ptr, cols, rows, M, A, D, DP, BD, PREC))
+            # the block as [cols, rows] from the start: G^T multiplies the anchors with no transpose in registers
+            # (transposing the products and G cost this kernel twice the anchors' one on the H200)
+            xt = _products(c_first, c_ptr, a_ptr, cols, rows, M, A, D, DP, BD, PREC)
             a_blk = _rows(a_ptr, rows, A, D, d0, DO)
-            grad = _gradient(x, rows, cols, A, M, ex_ptr, K, la_ptr, lc_ptr, LABELS, bias_ptr, bias, BIAS, MAP, P,
-                             MC, lse_ptr, g_ptr, a_ptr.dtype.element_ty)  # fmt: skip
-            acc = tl.dot(tl.trans(grad), a_blk, acc, input_precision=PREC)
+            grad_t = _gradient(xt, rows, cols, A, M, ex_ptr, K, la_ptr, lc_ptr, LABELS, bias_ptr, bias, BIAS, MAP, P,
+                               MC, lse_ptr, g_ptr, a_ptr.dtype.element_ty, True)  # fmt: skip
+            acc = tl.dot(grad_t, a_blk, acc, input_precision=PREC)
         d = d0 + tl.arange(0, DO)
         tl.store(out_ptr + cols[:, None] * D + d[None, :], acc, mask=(cols[:, None] < M) & (d[None, :] < D))
 

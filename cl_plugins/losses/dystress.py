@@ -85,14 +85,27 @@ def _terms(s: torch.Tensor, tau_min: float, tau_max: float, profile: str, shift:
 
 
 @triton_map
+def _sin_half_pi(x):  # type: ignore[no-untyped-def]
+    """sin(pi x / 2) for x in [-1, 1] by its Taylor polynomial to the 11th power (within 6e-8): Triton's ``tl.cos``
+    is the accurate libdevice one, and cost DySTreSS twice InfoNCE's time on the H200 where this form costs 1.24x
+    (benchmarks/gpu_map_cost.py, docs/gpu.md)."""
+    t = 1.5707963267948966 * x
+    t2 = t * t
+    return t * (1.0 + t2 * (-1.0 / 6.0 + t2 * (1.0 / 120.0 + t2 * (-1.0 / 5040.0 + t2 * (
+        1.0 / 362880.0 + t2 * (-1.0 / 39916800.0))))))  # fmt: skip
+
+
+@triton_map
 def _triton_form(x, params, profile):  # type: ignore[no-untyped-def]
     """(x / tau, 1 / tau, tau) of a block of cosines for ``kernel="triton"``; ``params`` = (tau_min, tau_max, shift,
-    scale), ``profile`` its index in :data:`PROFILES` (a compile-time branch)."""
+    scale), ``profile`` its index in :data:`PROFILES` (a compile-time branch). The cosine profile as
+    (1 - cos(pi x)) / 2 = sin(pi x / 2)^2, the monotone one as (1 + sin(pi x / 2)) / 2: no cosine per pair."""
     tau_min, tau_max, shift, scale = params[0], params[1], params[2], params[3]
     delta = tau_max - tau_min
     pi = 3.141592653589793
     if profile == 0:
-        tau = tau_min + 0.5 * delta * (1.0 - tl.cos(pi * x))
+        sine = _sin_half_pi(x)
+        tau = tau_min + delta * sine * sine
     elif profile == 1:
         window = tau_min + 0.5 * delta * (1.0 + tl.cos((pi / scale) * (shift + x)))
         inside = tl.where(shift <= 0.0, x <= -shift, x >= -shift) | (shift == 0.0)
@@ -102,8 +115,9 @@ def _triton_form(x, params, profile):  # type: ignore[no-untyped-def]
     elif profile == 3:
         tau = tau_min + delta * (tl.exp(tl.abs(x)) - 1.0) / (2.718281828459045 - 1.0)
     else:
-        tau = tau_min + 0.5 * delta * (1.0 - tl.cos(0.5 * pi * (1.0 + x)))
-    return x / tau, 1.0 / tau, tau
+        tau = tau_min + 0.5 * delta * (1.0 + _sin_half_pi(x))
+    inverse = 1.0 / tau
+    return x * inverse, inverse, tau
 
 
 @register_loss("dystress")
