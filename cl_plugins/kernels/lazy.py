@@ -21,6 +21,7 @@ from .triton_lse import TritonMap, triton_negative_lse
 
 if TYPE_CHECKING:
     from ..labels import BlockLabels
+    from .triton_pair import Mirror
 
 Pair = tuple[torch.Tensor, torch.Tensor]
 Terms = tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]
@@ -149,6 +150,9 @@ class LazyLogits:
     #: the block's labels (:class:`~cl_plugins.labels.BlockLabels`): a candidate sharing its anchor's label is no
     #: negative
     labels: BlockLabels | None = None
+    #: the bond with the block that is this one's transpose (:class:`~cl_plugins.kernels.triton_pair.Mirror`), where
+    #: the layout made one: on the Triton kernels both directions' gradients then come from one backward
+    mirror: Mirror | None = field(default=None, compare=False, repr=False)
     # cosines of the positive pairs, shared by every rescaled copy (computed once per block)
     _positive_cache: dict[str, torch.Tensor] = field(default_factory=dict, compare=False, repr=False)
 
@@ -210,6 +214,10 @@ class LazyLogits:
         exclude = None if self.positives is not None else exclude_cols
         fusable = self.logit_map is None or self.logit_map.with_derivative is not None
         kernel = self.kernel.name
+        if kernel == "triton" and self.mirror is not None and not ratios:
+            out = self.mirror.negative_lse(self, exclude)
+            if out is not None:
+                return out
         if kernel == "triton":  # None where it declines this map or dtype, or after a failed launch: streamed
             out = triton_negative_lse(self.scaled_anchors(), self.candidates, exclude, ratios=tuple(ratios),
                                       logit_map=self.logit_map, bias_cols=self.bias_cols, bias=self.bias,

@@ -205,22 +205,30 @@ if triton is not None:
 
     @triton.jit
     def _gradient(x, rows, cols, A, M, ex_ptr, K: tl.constexpr, la_ptr, lc_ptr, LABELS: tl.constexpr, bias_ptr, bias,
-                  BIAS: tl.constexpr, MAP: tl.constexpr, P, MC: tl.constexpr, lse_ptr, g_ptr, dtype: tl.constexpr,
-                  T: tl.constexpr):  # fmt: skip
+                  BIAS: tl.constexpr, MAP: tl.constexpr, P, MC: tl.constexpr, lse_ptr, g_ptr, lse2_ptr, g2_ptr,
+                  TWO: tl.constexpr, dtype: tl.constexpr, T: tl.constexpr):  # fmt: skip
         """G = dL/dx of the products ``x``: exp(l - LSE_i) g_i phi', 0 off the negatives, in ``dtype`` (the tensor
-        cores' operand); G^T where ``x`` is the transposed block (``T``)."""
+        cores' operand); G^T where ``x`` is the transposed block (``T``). With ``TWO`` the block is also its
+        transpose's (a square block whose negatives are symmetric: CLIP's two directions), and the columns' term
+        exp(l - LSE2_j) g2_j phi' is added: both directions' gradient from one recomputation."""
         logit, deriv, stat, neg = _tile(x, rows, cols, A, M, ex_ptr, K, la_ptr, lc_ptr, LABELS, bias_ptr, bias, BIAS,
                                         MAP, P, MC, T)  # fmt: skip
         lse = tl.load(lse_ptr + rows, mask=rows < A, other=0.0)
         lse = tl.where(lse == float("-inf"), 0.0, lse)  # a row with no negative: every entry is masked anyway
         g = tl.load(g_ptr + rows, mask=rows < A, other=0.0)
-        return tl.where(neg, tl.exp(logit - _by_anchor(lse, T)) * _by_anchor(g, T) * deriv, 0.0).to(dtype)
+        p = tl.exp(logit - _by_anchor(lse, T)) * _by_anchor(g, T)
+        if TWO:
+            lse2 = tl.load(lse2_ptr + cols, mask=cols < M, other=0.0)
+            lse2 = tl.where(lse2 == float("-inf"), 0.0, lse2)
+            g2 = tl.load(g2_ptr + cols, mask=cols < M, other=0.0)
+            p += tl.exp(logit - _by_candidate(lse2, T)) * _by_candidate(g2, T)
+        return tl.where(neg, p * deriv, 0.0).to(dtype)
 
     @triton.jit
     def _backward_anchors(a_ptr, c_ptr, A, M, D, ex_ptr, K: tl.constexpr, la_ptr, lc_ptr, LABELS: tl.constexpr,
                           bias_ptr, bias, BIAS: tl.constexpr, MAP: tl.constexpr, P, MC: tl.constexpr, lse_ptr, g_ptr,
-                          out_ptr, DP: tl.constexpr, BD: tl.constexpr, DO: tl.constexpr, PREC: tl.constexpr,
-                          BA: tl.constexpr, BM: tl.constexpr):  # fmt: skip
+                          lse2_ptr, g2_ptr, TWO: tl.constexpr, out_ptr, DP: tl.constexpr, BD: tl.constexpr,
+                          DO: tl.constexpr, PREC: tl.constexpr, BA: tl.constexpr, BM: tl.constexpr):  # fmt: skip
         """dA = G c for a block of anchors and DO of the D columns (program axis 1): the logits are recomputed
         once per DO columns, so DO < D trades products for registers."""
         rows = tl.program_id(0) * BA + tl.arange(0, BA)
@@ -232,7 +240,7 @@ if triton is not None:
             x = _products(a_first, a_ptr, c_ptr, rows, cols, A, M, D, DP, BD, PREC)
             c_blk = _rows(c_ptr, cols, M, D, d0, DO)
             grad = _gradient(x, rows, cols, A, M, ex_ptr, K, la_ptr, lc_ptr, LABELS, bias_ptr, bias, BIAS, MAP, P,
-                             MC, lse_ptr, g_ptr, a_ptr.dtype.element_ty, False)  # fmt: skip
+                             MC, lse_ptr, g_ptr, lse2_ptr, g2_ptr, TWO, a_ptr.dtype.element_ty, False)  # fmt: skip
             acc = tl.dot(grad, c_blk, acc, input_precision=PREC)
         d = d0 + tl.arange(0, DO)
         tl.store(out_ptr + rows[:, None] * D + d[None, :], acc, mask=(rows[:, None] < A) & (d[None, :] < D))
@@ -240,8 +248,8 @@ if triton is not None:
     @triton.jit
     def _backward_candidates(a_ptr, c_ptr, A, M, D, ex_ptr, K: tl.constexpr, la_ptr, lc_ptr, LABELS: tl.constexpr,
                              bias_ptr, bias, BIAS: tl.constexpr, MAP: tl.constexpr, P, MC: tl.constexpr, lse_ptr, g_ptr,
-                             out_ptr, DP: tl.constexpr, BD: tl.constexpr, DO: tl.constexpr, PREC: tl.constexpr,
-                             BA: tl.constexpr, BM: tl.constexpr):  # fmt: skip
+                             lse2_ptr, g2_ptr, TWO: tl.constexpr, out_ptr, DP: tl.constexpr, BD: tl.constexpr,
+                             DO: tl.constexpr, PREC: tl.constexpr, BA: tl.constexpr, BM: tl.constexpr):  # fmt: skip
         """dC = G^T a for a block of candidates and DO of the D columns, as :func:`_backward_anchors`."""
         cols = tl.program_id(0) * BM + tl.arange(0, BM)
         d0 = tl.program_id(1) * DO
@@ -254,7 +262,7 @@ if triton is not None:
             xt = _products(c_first, c_ptr, a_ptr, cols, rows, M, A, D, DP, BD, PREC)
             a_blk = _rows(a_ptr, rows, A, D, d0, DO)
             grad_t = _gradient(xt, rows, cols, A, M, ex_ptr, K, la_ptr, lc_ptr, LABELS, bias_ptr, bias, BIAS, MAP, P,
-                               MC, lse_ptr, g_ptr, a_ptr.dtype.element_ty, True)  # fmt: skip
+                               MC, lse_ptr, g_ptr, lse2_ptr, g2_ptr, TWO, a_ptr.dtype.element_ty, True)  # fmt: skip
             acc = tl.dot(grad_t, a_blk, acc, input_precision=PREC)
         d = d0 + tl.arange(0, DO)
         tl.store(out_ptr + cols[:, None] * D + d[None, :], acc, mask=(cols[:, None] < M) & (d[None, :] < D))
@@ -400,7 +408,7 @@ class _Spec:
         bias_t = dummy if bias_cols is None else bias_cols.long().contiguous()
         self.common = (a.shape[0], c.shape[0], a.shape[1], ex, k, la, lc, labels is not None, bias_t, float(bias),
                        bias_cols is not None, form.function, params, form.constant)  # fmt: skip
-        self.config = config
+        self.config, self.logit_map = config, logit_map
         self.sizes = config.sizes(a.shape[1])
 
     def grid(self, n: int, block: int, out_columns: bool) -> tuple[int, int]:
@@ -435,6 +443,36 @@ def _streamed_gradients(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Te
     return grad_a, grad_c
 
 
+def forward_lse(a_in: torch.Tensor, c_in: torch.Tensor, spec: _Spec,
+                ratios: tuple[float, ...] = ()) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...] | None]:
+    """One forward launch: the LSE [A], the LSE at ``ratios[0]`` times the logits (where given) and the map's
+    statistic over the negatives (sum, min, max) where the map has one and wants it."""
+    n, logit_map = a_in.shape[0], spec.logit_map
+    lse, extra, stats = (a_in.new_empty(n, dtype=torch.float32), a_in.new_empty(n, dtype=torch.float32),
+                         a_in.new_empty(n, 3, dtype=torch.float32))  # fmt: skip
+    stat = logit_map is not None and logit_map.with_stat is not None and logit_map.on_stats is not None
+    ratio = float(ratios[0]) if ratios else 1.0
+    _forward[spec.grid(n, spec.config.block_a, False)](a_in, c_in, *spec.common, ratio, bool(ratios), lse, extra,
+                                                       stats, stat, *spec.sizes, **spec.config.launch())  # fmt: skip
+    return lse, extra, ((stats[:, 0].sum(), stats[:, 1].amin(), stats[:, 2].amax()) if stat else None)
+
+
+def backward_launch(a_in: torch.Tensor, c_in: torch.Tensor, spec: _Spec, rows: tuple[torch.Tensor, torch.Tensor],
+                    columns: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """dL/da, dL/dc (float32) from the two backward kernels, given the rows' (LSE, upstream gradient) and, for a
+    block that is also its transpose's, the columns' (:func:`_gradient`'s ``TWO``)."""
+    config = spec.config
+    two = columns is not None
+    lse2, g2 = columns if two else rows
+    grad_a = torch.empty(a_in.shape, dtype=torch.float32, device=a_in.device)
+    grad_c = torch.empty(c_in.shape, dtype=torch.float32, device=c_in.device)
+    _backward_anchors[spec.grid(a_in.shape[0], config.block_a, True)](
+        a_in, c_in, *spec.common, *rows, lse2, g2, two, grad_a, *spec.sizes, **config.launch())  # fmt: skip
+    _backward_candidates[spec.grid(c_in.shape[0], config.block_m, True)](
+        a_in, c_in, *spec.common, *rows, lse2, g2, two, grad_c, *spec.sizes, **config.launch())  # fmt: skip
+    return grad_a, grad_c
+
+
 class _TritonNegativeLSE(torch.autograd.Function):
     @staticmethod
     def forward(ctx, a, c, plan):  # type: ignore[override]
@@ -443,15 +481,9 @@ class _TritonNegativeLSE(torch.autograd.Function):
             config = config_for(a.shape[1], a.device, features_dtype(a, c))
             a_in, c_in = _operands(a, c, config)
             spec = _Spec(a_in, c_in, exclude_cols, labels, bias_cols, bias, logit_map, config)
-            n = a.shape[0]
-            lse, extra, stats = (a.new_empty(n, dtype=torch.float32), a.new_empty(n, dtype=torch.float32),
-                                 a.new_empty(n, 3, dtype=torch.float32))  # fmt: skip
-            stat = logit_map is not None and logit_map.with_stat is not None and logit_map.on_stats is not None
-            ratio = float(ratios[0]) if ratios else 1.0
-            _forward[spec.grid(n, config.block_a, False)](a_in, c_in, *spec.common, ratio, bool(ratios), lse, extra,
-                                                          stats, stat, *spec.sizes, **config.launch())  # fmt: skip
-            if stat:
-                logit_map.on_stats(stats[:, 0].sum(), stats[:, 1].amin(), stats[:, 2].amax())
+            lse, extra, stats = forward_lse(a_in, c_in, spec, ratios)
+            if stats is not None:
+                logit_map.on_stats(*stats)
         ctx.save_for_backward(a_in, c_in, lse)
         ctx.spec, ctx.dtypes, ctx.plan = spec, (a.dtype, c.dtype), plan
         outs = [lse.to(a.dtype)] + ([extra.to(a.dtype)] if ratios else [])
@@ -463,15 +495,9 @@ class _TritonNegativeLSE(torch.autograd.Function):
         refuse_second_derivative("Triton")
         a_in, c_in, lse = ctx.saved_tensors
         spec: _Spec = ctx.spec
-        config = spec.config
         g = grad.float().contiguous()
-        grad_a = torch.empty(a_in.shape, dtype=torch.float32, device=a_in.device)
-        grad_c = torch.empty(c_in.shape, dtype=torch.float32, device=c_in.device)
         try:
-            _backward_anchors[spec.grid(a_in.shape[0], config.block_a, True)](
-                a_in, c_in, *spec.common, lse, g, grad_a, *spec.sizes, **config.launch())  # fmt: skip
-            _backward_candidates[spec.grid(c_in.shape[0], config.block_m, True)](
-                a_in, c_in, *spec.common, lse, g, grad_c, *spec.sizes, **config.launch())  # fmt: skip
+            grad_a, grad_c = backward_launch(a_in, c_in, spec, (lse, g))
         except Exception as error:  # noqa: BLE001 - a backward kernel that cannot compile here: streamed, exact
             _fail(error)
             grad_a, grad_c = _streamed_gradients(ctx, g)

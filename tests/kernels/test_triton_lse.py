@@ -14,7 +14,7 @@ import torch
 
 import cl_plugins as clp
 from cl_plugins.extension import LogitMap, TritonMap, tl, triton_map
-from cl_plugins.kernels import dispatch, streaming, triton_lse
+from cl_plugins.kernels import dispatch, streaming, triton_lse, triton_pair
 from tests.dist_utils import run_distributed, split
 from tests.kernels.test_streaming import LAYOUTS, STREAMABLE, _assert_same, _inputs, _run
 
@@ -24,11 +24,12 @@ pytestmark = pytest.mark.skipif(not triton_lse.available(), reason="triton is no
 @pytest.fixture(autouse=True)
 def small_blocks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """16-row blocks (the smallest tl.dot takes): the 18 rows of a SimCLR block make two, the second ragged; counts
-    the kernel's launches."""
+    the kernels' launches (one direction, or both of a block and its transpose)."""
     monkeypatch.setitem(triton_lse._config, "now", triton_lse.TritonConfig(block_a=16, block_m=16))
     calls: list[int] = []
-    original = triton_lse._TritonNegativeLSE.apply
-    monkeypatch.setattr(triton_lse._TritonNegativeLSE, "apply", lambda *a: calls.append(1) or original(*a))
+    for function in (triton_lse._TritonNegativeLSE, triton_pair._TritonPairLSE):
+        original = function.apply
+        monkeypatch.setattr(function, "apply", lambda *a, original=original: calls.append(1) or original(*a))
     return calls
 
 

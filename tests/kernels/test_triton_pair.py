@@ -1,0 +1,125 @@
+"""Both CLIP directions from one Triton backward (``cl_plugins.kernels.triton_pair``), under Triton's interpreter:
+the same losses and gradients as the dense path and as the two directions apart, taken only where the two blocks
+are each other's transpose with the same map and scale."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import cl_plugins as clp
+from cl_plugins import layouts
+from cl_plugins.extension import LazyLogits
+from cl_plugins.kernels import lazy, streaming, triton_lse, triton_pair
+from cl_plugins.kernels.dispatch import KernelChoice
+from tests.kernels.test_streaming import STREAMABLE
+
+SYMMETRIC = [n for n in STREAMABLE if "cross_view" in clp.get_loss_class(n).layouts]
+
+
+@pytest.fixture(autouse=True)
+def launches(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """16-row blocks; counts the one-direction and the two-direction launches."""
+    monkeypatch.setitem(triton_lse._config, "now", triton_lse.TritonConfig(block_a=16, block_m=16))
+    counts = {"one": 0, "two": 0}
+    for key, function in (("one", triton_lse._TritonNegativeLSE), ("two", triton_pair._TritonPairLSE)):
+        original = function.apply
+
+        def counted(*args, key=key, original=original):  # type: ignore[no-untyped-def]
+            counts[key] += 1
+            return original(*args)
+
+        monkeypatch.setattr(function, "apply", counted)
+    return counts
+
+
+def _loss_and_grads(name: str, kernel: str, dtype: torch.dtype, labels: bool = False):  # type: ignore[no-untyped-def]
+    """The loss and the gradients of both views and every parameter, CLIP's layout (21 rows: two blocks of 16, the
+    second ragged); with ``labels``, three classes and the exclude policy."""
+    g = torch.Generator().manual_seed(3)
+    z1, z2 = (torch.randn(21, 8, generator=g, dtype=torch.float64).to(dtype).requires_grad_() for _ in range(2))
+    options = {"label_policy": "exclude"} if labels else {}
+    loss_fn = clp.build_host_loss(name, host_tau=0.2, layout="cross_view", symmetric=True, kernel=kernel, **options)
+    loss_fn = loss_fn.to(dtype)
+    loss = loss_fn(z1, z2, **({"labels": torch.arange(21) % 3} if labels else {}))
+    grads = torch.autograd.grad(loss, [z1, z2, *loss_fn.parameters()])
+    return [loss.double(), *(x.double() for x in grads)]
+
+
+@pytest.mark.parametrize("labels", [False, True], ids=["no-labels", "labels"])
+@pytest.mark.parametrize("name", SYMMETRIC)
+def test_both_directions_from_one_backward_equal_float64(name: str, labels: bool, launches: dict) -> None:
+    ours = _loss_and_grads(name, "triton", torch.float32, labels)
+    reference = _loss_and_grads(name, "dense", torch.float64, labels)
+    for x, y in zip(ours, reference, strict=True):
+        torch.testing.assert_close(x, y, rtol=1e-5, atol=2e-6)
+    ratios = name == "dual_temperature"  # its second LSE at r * l: the directions apart
+    assert launches == ({"one": 2, "two": 0} if ratios else {"one": 0, "two": 1})
+
+
+def _lazy(a: torch.Tensor, c: torch.Tensor, mirror: triton_pair.Mirror, scale: float = 1.0) -> LazyLogits:
+    return LazyLogits(a, c, kernel=KernelChoice("triton"), mirror=mirror) / (1.0 / scale)
+
+
+def _streamed(a: torch.Tensor, c: torch.Tensor, scale: float) -> torch.Tensor:
+    exclude = torch.arange(a.shape[0])[:, None]
+    return streaming.streaming_negative_lse(a * scale, c, exclude)[0]
+
+
+def test_a_partner_with_another_scale_computes_its_own(launches: dict) -> None:
+    g = torch.Generator().manual_seed(5)
+    a, c = (torch.nn.functional.normalize(torch.randn(20, 8, generator=g), dim=1).requires_grad_() for _ in range(2))
+    mirror, exclude = triton_pair.Mirror(), torch.arange(20)[:, None]
+    first = _lazy(a, c, mirror, 5.0).negative_lse(exclude)[0]
+    second = _lazy(c, a, mirror, 4.0).negative_lse(exclude)[0]
+    assert launches == {"one": 1, "two": 1}  # the partner's scale differs: its own launch, the leftover unused
+    (first.sum() + 2 * second.sum()).backward()
+    ours = (a.grad.clone(), c.grad.clone())
+    a.grad = c.grad = None
+    (_streamed(a, c, 5.0).sum() + 2 * _streamed(c, a, 4.0).sum()).backward()
+    torch.testing.assert_close(first, _streamed(a, c, 5.0).detach(), rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(second, _streamed(c, a, 4.0).detach(), rtol=1e-6, atol=1e-6)
+    for x, y in zip(ours, (a.grad, c.grad), strict=True):
+        torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-6)
+
+
+def test_a_partner_that_takes_the_columns_gets_their_gradient(launches: dict) -> None:
+    g = torch.Generator().manual_seed(6)
+    a, c = (torch.nn.functional.normalize(torch.randn(20, 8, generator=g), dim=1).requires_grad_() for _ in range(2))
+    mirror, exclude = triton_pair.Mirror(), torch.arange(20)[:, None]
+    first = _lazy(a, c, mirror, 5.0).negative_lse(exclude)[0]
+    second = _lazy(c, a, mirror, 5.0).negative_lse(exclude)[0]
+    assert launches == {"one": 0, "two": 1} and mirror.left is None  # taken once, then gone
+    weights = torch.linspace(0.5, 1.5, 20)
+    ((first * weights).sum() + (second * weights.flip(0)).sum()).backward()
+    ours = (a.grad.clone(), c.grad.clone())
+    a.grad = c.grad = None
+    torch.testing.assert_close(second, _streamed(c, a, 5.0).detach(), rtol=1e-6, atol=1e-6)
+    ((_streamed(a, c, 5.0) * weights).sum() + (_streamed(c, a, 5.0) * weights.flip(0)).sum()).backward()
+    for x, y in zip(ours, (a.grad, c.grad), strict=True):
+        torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-6)
+
+
+def test_a_failing_backward_takes_both_directions_from_the_streaming_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    reference = _loss_and_grads("dystress", "dense", torch.float64)
+
+    def broken(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise RuntimeError("out of resource: shared memory")
+
+    monkeypatch.setattr(triton_pair, "backward_launch", broken)
+    monkeypatch.setitem(triton_lse._state, "failed", False)
+    with pytest.warns(RuntimeWarning, match="Triton loss kernel failed"):
+        ours = _loss_and_grads("dystress", "triton", torch.float32)
+    for x, y in zip(ours, reference, strict=True):
+        torch.testing.assert_close(x, y, rtol=1e-5, atol=2e-6)
+
+
+def test_only_a_block_and_its_own_transpose_are_bonded() -> None:
+    z1, z2, hard = torch.randn(3, 6, 4).unbind(0)
+    both = layouts._cross_view(z1, z2, True, None, layouts._local, None)
+    assert both[0].mirror is not None and both[0].mirror is both[1].mirror
+    assert layouts._cross_view(z1, z2, False, None, layouts._local, None)[0].mirror is None
+    assert all(b.mirror is None for b in layouts._cross_view(z1, z2, False, hard, layouts._local, None))
+    gathered = layouts._cross_view(z1, z2, True, None, lambda x: (torch.cat([x, x]), 0), None)  # other ranks' rows
+    assert all(b.mirror is None for b in gathered)
+    assert lazy.LazyLogits(z1, z2).mirror is None  # built by hand: no bond
