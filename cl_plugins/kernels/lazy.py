@@ -18,6 +18,7 @@ from .streaming import streaming_negative_lse
 from .symmetric import symmetric_negative_lse, symmetric_plan
 from .tiles import exp_of_closed_form, exp_of_terms
 from .triton_lse import TritonMap, triton_negative_lse
+from .triton_pair import triton_self_negative_lse
 
 if TYPE_CHECKING:
     from ..labels import BlockLabels
@@ -214,8 +215,8 @@ class LazyLogits:
         exclude = None if self.positives is not None else exclude_cols
         fusable = self.logit_map is None or self.logit_map.with_derivative is not None
         kernel = self.kernel.name
-        if kernel == "triton" and self.mirror is not None and not ratios:
-            out = self.mirror.negative_lse(self, exclude)
+        if kernel == "triton" and not ratios:  # a block that is its own or its bonded block's transpose
+            out = self._triton_symmetric(exclude)
             if out is not None:
                 return out
         if kernel == "triton":  # None where it declines this map or dtype, or after a failed launch: streamed
@@ -236,6 +237,17 @@ class LazyLogits:
                                           **options)  # fmt: skip
         return list(NegativeLSE.apply(self.scaled_anchors(), self.candidates, exclude, tuple(ratios), self.logit_map,
                                       self.bias_cols, self.bias, self.labels, options["bound"]))  # fmt: skip
+
+    def _triton_symmetric(self, exclude: torch.Tensor | None) -> list[torch.Tensor] | None:
+        """The Triton kernels' LSE of a block whose transpose is itself (SimCLR's) or its bonded partner (CLIP's
+        other direction): fewer products (:mod:`~cl_plugins.kernels.triton_pair`); None where that does not apply."""
+        if self.bias_cols is not None or self.positives is not None:
+            return None
+        if self.anchors is self.candidates:
+            own = triton_self_negative_lse(self.candidates, self.scale, exclude, logit_map=self.logit_map,
+                                           labels=self.labels)  # fmt: skip
+            return None if own is None else [own]
+        return None if self.mirror is None else self.mirror.negative_lse(self, exclude)
 
     def bound(self) -> float | None:
         """The largest |logit| before a bias: the map's (of unit cosines), else |scale| times the largest anchor and

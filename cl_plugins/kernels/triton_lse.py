@@ -458,16 +458,20 @@ def forward_lse(a_in: torch.Tensor, c_in: torch.Tensor, spec: _Spec,
 
 
 def backward_launch(a_in: torch.Tensor, c_in: torch.Tensor, spec: _Spec, rows: tuple[torch.Tensor, torch.Tensor],
-                    columns: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                    columns: tuple[torch.Tensor, torch.Tensor] | None = None,
+                    candidates: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:  # fmt: skip
     """dL/da, dL/dc (float32) from the two backward kernels, given the rows' (LSE, upstream gradient) and, for a
-    block that is also its transpose's, the columns' (:func:`_gradient`'s ``TWO``)."""
+    block that is also its transpose's, the columns' (:func:`_gradient`'s ``TWO``); ``candidates=False``: the
+    anchors' kernel alone (dL/dc None)."""
     config = spec.config
     two = columns is not None
     lse2, g2 = columns if two else rows
     grad_a = torch.empty(a_in.shape, dtype=torch.float32, device=a_in.device)
-    grad_c = torch.empty(c_in.shape, dtype=torch.float32, device=c_in.device)
     _backward_anchors[spec.grid(a_in.shape[0], config.block_a, True)](
         a_in, c_in, *spec.common, *rows, lse2, g2, two, grad_a, *spec.sizes, **config.launch())  # fmt: skip
+    if not candidates:
+        return grad_a, None
+    grad_c = torch.empty(c_in.shape, dtype=torch.float32, device=c_in.device)
     _backward_candidates[spec.grid(c_in.shape[0], config.block_m, True)](
         a_in, c_in, *spec.common, *rows, lse2, g2, two, grad_c, *spec.sizes, **config.launch())  # fmt: skip
     return grad_a, grad_c

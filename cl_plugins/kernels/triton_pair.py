@@ -15,6 +15,12 @@ four products where the two directions apart take eight (:func:`~cl_plugins.kern
 its LSE on the Triton kernel computes both and leaves its partner's, which the partner takes if it asks with the
 same map and scale; else the partner computes its own direction, and the columns' LSE, never used, adds nothing to
 the backward.
+
+A block that is its own transpose (SimCLR's anchors against themselves in one process, with symmetric exclusions
+and labels: :func:`~cl_plugins.kernels.symmetric.is_symmetric`) needs no second forward: its columns' LSE is its
+rows'. With H = G + G^T its gradient is dU = s H U for the logits s U U^T, and one backward kernel gives H U: three
+products where the anchors and candidates apart take five (:func:`triton_self_negative_lse`, the Triton form of the
+CPU's block by halves).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from .streaming import refuse_second_derivative, streaming_negative_lse
+from .symmetric import is_symmetric
 from .triton_lse import _fail, _operands, _Spec, backward_launch, config_for, features_dtype, forward_lse, supports
 
 if TYPE_CHECKING:
@@ -109,6 +116,75 @@ def triton_pair_negative_lse(
     return lse, lse2, out["stats"]
 
 
+class _TritonSelfLSE(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, u, scale, plan):  # type: ignore[override]
+        exclude_cols, labels, logit_map = plan
+        with torch.autocast(device_type=u.device.type, enabled=False), torch.no_grad():
+            config = config_for(u.shape[1], u.device, features_dtype(u, u))
+            a_in, u_in = _operands(u * scale.to(u.dtype), u, config)
+            spec = _Spec(a_in, u_in, exclude_cols, labels, None, 0.0, logit_map, config)
+            lse, _, stats = forward_lse(a_in, u_in, spec)
+            if stats is not None:
+                logit_map.on_stats(*stats)
+        ctx.save_for_backward(a_in, u_in, lse, scale)
+        ctx.spec, ctx.dtype, ctx.plan = spec, u.dtype, plan
+        return lse.to(u.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):  # type: ignore[override]
+        refuse_second_derivative("Triton")
+        a_in, u_in, lse, scale = ctx.saved_tensors
+        g = grad.float().contiguous()
+        try:  # H U from the anchors' kernel alone: the rows' and the columns' terms are the same vectors
+            hu = backward_launch(a_in, u_in, ctx.spec, (lse, g), (lse, g), candidates=False)[0]
+        except Exception as error:  # noqa: BLE001 - a backward kernel that cannot compile here: streamed, exact
+            _fail(error)
+            hu = _streamed_self(ctx, g)
+        u = u_in.float()
+        # dL/dU = s H U; dL/ds = sum_ij G_ij u_i . u_j = (H U) . U / 2 (H's two halves count each pair twice)
+        grad_scale = (hu * u).sum() / 2 if ctx.needs_input_grad[1] else None
+        return (hu * scale.float()).to(ctx.dtype), grad_scale, None
+
+
+def _streamed_self(ctx, g: torch.Tensor) -> torch.Tensor:  # type: ignore[no-untyped-def]
+    """H U from the streaming kernel's gradient of the rows' LSE at unit scale: dLSE/da + dLSE/dc of a = c = U."""
+    exclude_cols, labels, logit_map = ctx.plan
+    a_in, u_in = ctx.saved_tensors[:2]
+    scale = ctx.saved_tensors[3].float()
+    with torch.enable_grad():
+        a, c = a_in.detach().float().requires_grad_(), u_in.detach().float().requires_grad_()
+        total = (streaming_negative_lse(a, c, exclude_cols, logit_map=logit_map, labels=labels)[0] * g).sum()
+        grad_a, grad_c = torch.autograd.grad(total, (a, c))
+    return grad_a + grad_c / scale  # G c + G^T a / s = (G + G^T) U
+
+
+def triton_self_negative_lse(
+    units: torch.Tensor,
+    scale: float | torch.Tensor,
+    exclude_cols: torch.Tensor | None,
+    *,
+    logit_map: LogitMap | None = None,
+    labels: BlockLabels | None = None,
+) -> torch.Tensor | None:
+    """The negatives' LSE [A] of ``scale * units`` against ``units`` (a block of anchors against themselves) from
+    one forward and one backward kernel, or None where the Triton kernels do not apply or the block's non-negatives
+    are not symmetric.
+
+    Shapes:
+        units: [A, D] unit rows; scale: a float or a 0-dim tensor (a learned 1 / tau gets its gradient);
+        exclude_cols: [A, k].
+    """
+    if not supports(logit_map, (), units.dtype) or not is_symmetric(exclude_cols, labels):
+        return None
+    scale_t = scale if isinstance(scale, torch.Tensor) else units.new_tensor(float(scale))
+    try:
+        return _TritonSelfLSE.apply(units, scale_t, (exclude_cols, labels, logit_map))
+    except Exception as error:  # noqa: BLE001 - a kernel that cannot compile here: the streaming kernel is exact
+        _fail(error)
+        return None
+
+
 def _same_scale(first: float | torch.Tensor, second: float | torch.Tensor) -> bool:
     if first is second:
         return True
@@ -133,8 +209,6 @@ class Mirror:
     def negative_lse(self, lazy: LazyLogits, exclude_cols: torch.Tensor | None) -> list[torch.Tensor] | None:
         """``lazy``'s negatives' LSE [A] on the Triton kernels: its partner's leftover where it is its partner's
         transpose, else both directions' (leaving the columns' for the partner); None where they do not apply."""
-        if lazy.positives is not None or lazy.bias_cols is not None:
-            return None
         if self.left is not None:  # the second to ask: the leftover if it is its transpose's, else on its own
             if not self._partners(self.left[0], lazy):
                 return None

@@ -24,10 +24,10 @@ pytestmark = pytest.mark.skipif(not triton_lse.available(), reason="triton is no
 @pytest.fixture(autouse=True)
 def small_blocks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """16-row blocks (the smallest tl.dot takes): the 18 rows of a SimCLR block make two, the second ragged; counts
-    the kernels' launches (one direction, or both of a block and its transpose)."""
+    the kernels' launches (one direction, both of a block and its transpose, or a block against itself)."""
     monkeypatch.setitem(triton_lse._config, "now", triton_lse.TritonConfig(block_a=16, block_m=16))
     calls: list[int] = []
-    for function in (triton_lse._TritonNegativeLSE, triton_pair._TritonPairLSE):
+    for function in (triton_lse._TritonNegativeLSE, triton_pair._TritonPairLSE, triton_pair._TritonSelfLSE):
         original = function.apply
         monkeypatch.setattr(function, "apply", lambda *a, original=original: calls.append(1) or original(*a))
     return calls
@@ -166,9 +166,9 @@ def test_a_failing_kernel_streams_instead_with_one_warning(monkeypatch: pytest.M
     monkeypatch.setattr(triton_lse, "_state", {"failed": False})
     monkeypatch.setattr(triton_lse._TritonNegativeLSE, "forward", staticmethod(broken))
     data = _inputs(torch.float32)
-    with pytest.warns(RuntimeWarning, match="streaming instead"):
-        ours = _run("dystress", "triton", "simclr", data)
-    _assert_same(ours, _run("dystress", "stream", "simclr", data), rtol=1e-6, atol=1e-7)
+    with pytest.warns(RuntimeWarning, match="streaming instead"):  # one direction: the one-direction kernel
+        ours = _run("dystress", "triton", "cross_view", data)
+    _assert_same(ours, _run("dystress", "stream", "cross_view", data), rtol=1e-6, atol=1e-7)
     assert triton_lse._state["failed"]
 
 
@@ -301,9 +301,9 @@ def test_half_products(monkeypatch: pytest.MonkeyPatch) -> None:
     g = torch.Generator().manual_seed(8)
     data = {k: torch.randn(37, 40, generator=g) for k in ("z1", "z2", "hard")}
     with triton_lse.using(triton_lse.TritonConfig(precision="fp16", block_a=16, block_m=16)):
-        loss, grads, _ = _run("infonce", "triton", "simclr", data, reduction="none")
+        loss, grads, _ = _run("infonce", "triton", "cross_view", data, reduction="none")
     assert seen == [torch.float16]
-    ref_loss, ref_grads, _ = _run("infonce", "dense", "simclr", data, reduction="none")
+    ref_loss, ref_grads, _ = _run("infonce", "dense", "cross_view", data, reduction="none")
     torch.testing.assert_close(loss.float(), ref_loss, rtol=3e-2, atol=3e-2)
     for ours, ref in zip(grads, ref_grads, strict=True):
         torch.testing.assert_close(ours.float(), ref, rtol=5e-2, atol=5e-3)

@@ -1,6 +1,7 @@
-"""Both CLIP directions from one Triton backward (``cl_plugins.kernels.triton_pair``), under Triton's interpreter:
-the same losses and gradients as the dense path and as the two directions apart, taken only where the two blocks
-are each other's transpose with the same map and scale."""
+"""Both CLIP directions from one Triton backward, and SimCLR's block from one backward kernel
+(``cl_plugins.kernels.triton_pair``), under Triton's interpreter: the same losses and gradients as the dense path
+and as the directions apart, taken only where a block is its own or its bonded block's transpose with the same map
+and scale."""
 
 from __future__ import annotations
 
@@ -15,14 +16,16 @@ from cl_plugins.kernels.dispatch import KernelChoice
 from tests.kernels.test_streaming import STREAMABLE
 
 SYMMETRIC = [n for n in STREAMABLE if "cross_view" in clp.get_loss_class(n).layouts]
+OWN = [(n, layout) for n in STREAMABLE for layout in ("simclr", "grace") if layout in clp.get_loss_class(n).layouts]
 
 
 @pytest.fixture(autouse=True)
 def launches(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """16-row blocks; counts the one-direction and the two-direction launches."""
     monkeypatch.setitem(triton_lse._config, "now", triton_lse.TritonConfig(block_a=16, block_m=16))
-    counts = {"one": 0, "two": 0}
-    for key, function in (("one", triton_lse._TritonNegativeLSE), ("two", triton_pair._TritonPairLSE)):
+    counts = {"one": 0, "two": 0, "own": 0}
+    for key, function in (("one", triton_lse._TritonNegativeLSE), ("two", triton_pair._TritonPairLSE),
+                          ("own", triton_pair._TritonSelfLSE)):  # fmt: skip
         original = function.apply
 
         def counted(*args, key=key, original=original):  # type: ignore[no-untyped-def]
@@ -33,13 +36,15 @@ def launches(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     return counts
 
 
-def _loss_and_grads(name: str, kernel: str, dtype: torch.dtype, labels: bool = False):  # type: ignore[no-untyped-def]
+def _loss_and_grads(name: str, kernel: str, dtype: torch.dtype, labels: bool = False,
+                    layout: str = "cross_view"):  # type: ignore[no-untyped-def]  # fmt: skip
     """The loss and the gradients of both views and every parameter, CLIP's layout (21 rows: two blocks of 16, the
-    second ragged); with ``labels``, three classes and the exclude policy."""
+    second ragged) or ``layout``; with ``labels``, three classes and the exclude policy."""
     g = torch.Generator().manual_seed(3)
     z1, z2 = (torch.randn(21, 8, generator=g, dtype=torch.float64).to(dtype).requires_grad_() for _ in range(2))
     options = {"label_policy": "exclude"} if labels else {}
-    loss_fn = clp.build_host_loss(name, host_tau=0.2, layout="cross_view", symmetric=True, kernel=kernel, **options)
+    options |= {"symmetric": True} if layout == "cross_view" else {}
+    loss_fn = clp.build_host_loss(name, host_tau=0.2, layout=layout, kernel=kernel, **options)
     loss_fn = loss_fn.to(dtype)
     loss = loss_fn(z1, z2, **({"labels": torch.arange(21) % 3} if labels else {}))
     grads = torch.autograd.grad(loss, [z1, z2, *loss_fn.parameters()])
@@ -54,7 +59,28 @@ def test_both_directions_from_one_backward_equal_float64(name: str, labels: bool
     for x, y in zip(ours, reference, strict=True):
         torch.testing.assert_close(x, y, rtol=1e-5, atol=2e-6)
     ratios = name == "dual_temperature"  # its second LSE at r * l: the directions apart
-    assert launches == ({"one": 2, "two": 0} if ratios else {"one": 0, "two": 1})
+    assert launches == ({"one": 2, "two": 0, "own": 0} if ratios else {"one": 0, "two": 1, "own": 0})
+
+
+@pytest.mark.parametrize("labels", [False, True], ids=["no-labels", "labels"])
+@pytest.mark.parametrize("name,layout", OWN)
+def test_a_block_against_itself_from_one_backward_kernel(name: str, layout: str, labels: bool, launches: dict) -> None:
+    ours = _loss_and_grads(name, "triton", torch.float32, labels, layout)
+    reference = _loss_and_grads(name, "dense", torch.float64, labels, layout)
+    for x, y in zip(ours, reference, strict=True):
+        torch.testing.assert_close(x, y, rtol=1e-5, atol=2e-6)
+    ratios = name == "dual_temperature"
+    assert launches == ({"one": 1, "two": 0, "own": 0} if ratios else {"one": 0, "two": 0, "own": 1})
+
+
+def test_a_block_against_itself_with_unsymmetric_exclusions_runs_apart(launches: dict) -> None:
+    u = torch.nn.functional.normalize(torch.randn(20, 8), dim=1).requires_grad_()
+    exclude = ((torch.arange(20) + 1) % 20)[:, None]  # row i excludes i + 1, which does not exclude i
+    assert triton_pair.triton_self_negative_lse(u, 5.0, exclude) is None
+    ours = LazyLogits(u, u, kernel=KernelChoice("triton")).__truediv__(0.2).negative_lse(exclude)[0]
+    assert launches == {"one": 1, "two": 0, "own": 0}
+    reference = streaming.streaming_negative_lse(u * 5.0, u, exclude)[0]
+    torch.testing.assert_close(ours, reference.detach(), rtol=1e-6, atol=1e-6)
 
 
 def _lazy(a: torch.Tensor, c: torch.Tensor, mirror: triton_pair.Mirror, scale: float = 1.0) -> LazyLogits:
@@ -72,7 +98,7 @@ def test_a_partner_with_another_scale_computes_its_own(launches: dict) -> None:
     mirror, exclude = triton_pair.Mirror(), torch.arange(20)[:, None]
     first = _lazy(a, c, mirror, 5.0).negative_lse(exclude)[0]
     second = _lazy(c, a, mirror, 4.0).negative_lse(exclude)[0]
-    assert launches == {"one": 1, "two": 1}  # the partner's scale differs: its own launch, the leftover unused
+    assert launches == {"one": 1, "two": 1, "own": 0}  # another scale: its own launch, the leftover unused
     (first.sum() + 2 * second.sum()).backward()
     ours = (a.grad.clone(), c.grad.clone())
     a.grad = c.grad = None
@@ -89,7 +115,7 @@ def test_a_partner_that_takes_the_columns_gets_their_gradient(launches: dict) ->
     mirror, exclude = triton_pair.Mirror(), torch.arange(20)[:, None]
     first = _lazy(a, c, mirror, 5.0).negative_lse(exclude)[0]
     second = _lazy(c, a, mirror, 5.0).negative_lse(exclude)[0]
-    assert launches == {"one": 0, "two": 1} and mirror.left is None  # taken once, then gone
+    assert launches == {"one": 0, "two": 1, "own": 0} and mirror.left is None  # taken once, then gone
     weights = torch.linspace(0.5, 1.5, 20)
     ((first * weights).sum() + (second * weights.flip(0)).sum()).backward()
     ours = (a.grad.clone(), c.grad.clone())
@@ -100,17 +126,19 @@ def test_a_partner_that_takes_the_columns_gets_their_gradient(launches: dict) ->
         torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-6)
 
 
-def test_a_failing_backward_takes_both_directions_from_the_streaming_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
-    reference = _loss_and_grads("dystress", "dense", torch.float64)
+@pytest.mark.parametrize("layout,target", [("cross_view", "backward_launch"), ("simclr", "backward_launch")])
+def test_a_failing_backward_takes_the_streaming_kernels_gradients(layout: str, target: str,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    reference = _loss_and_grads("learnable", "dense", torch.float64, layout=layout)
 
     def broken(*args, **kwargs):  # type: ignore[no-untyped-def]
         raise RuntimeError("out of resource: shared memory")
 
-    monkeypatch.setattr(triton_pair, "backward_launch", broken)
+    monkeypatch.setattr(triton_pair, target, broken)
     monkeypatch.setitem(triton_lse._state, "failed", False)
     with pytest.warns(RuntimeWarning, match="Triton loss kernel failed"):
-        ours = _loss_and_grads("dystress", "triton", torch.float32)
-    for x, y in zip(ours, reference, strict=True):
+        ours = _loss_and_grads("learnable", "triton", torch.float32, layout=layout)
+    for x, y in zip(ours, reference, strict=True):  # the temperature's gradient too
         torch.testing.assert_close(x, y, rtol=1e-5, atol=2e-6)
 
 
