@@ -5,9 +5,10 @@ CLIP layout (two views [N, D], both directions), float32 features, ``kernel="tri
 the median of ``--reps`` CUDA-event timed runs after a warm-up. Beside each strategy's own Triton form, variants of
 it written here, as a user would write a map (:func:`cl_plugins.extension.triton_map`), swapped in for the run:
 forms with other special functions, and a trivial map of the same kind (a constant temperature: not the loss, the
-floor of any per-pair map). Each variant's loss is checked against the strategy's own (``loss_diff``), and a
-profile of one step per strategy (the CUDA kernels by time) says whether the time is in the Triton kernels or
-around them. Prints a table; ``--out`` also writes ``map_cost.json`` and ``map_cost.md``.
+floor of any per-pair map); and InfoNCE in SimCLR's layout on the Triton, streaming and dense kernels. Each
+variant's loss is checked against the strategy's own in its layout (``loss_diff``), and a profile of one step per
+strategy (the CUDA kernels by time) says whether the time is in the Triton kernels or around them. Prints a table;
+``--out`` also writes ``map_cost.json`` and ``map_cost.md``.
 
     python benchmarks/gpu_map_cost.py --out results/  # a GPU; Triton's interpreter on the CPU with --n 64
 """
@@ -27,7 +28,8 @@ import torch
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.gpu_loss_table import _backward, _timed, our_loss  # noqa: E402
+import cl_plugins as clp  # noqa: E402
+from benchmarks.gpu_loss_table import _backward, _timed  # noqa: E402
 from cl_plugins.extension import tl, triton_map  # noqa: E402
 from cl_plugins.losses import dystress, temperature_free  # noqa: E402
 
@@ -73,16 +75,22 @@ def _atanh_linear(x, params, unused):  # type: ignore[no-untyped-def]
 
 
 _dystress_own = dystress._triton_form
-#: (strategy, variant, the module whose ``_triton_form`` it replaces, the form or None for the strategy's own)
-VARIANTS: tuple[tuple[str, str, Any, Any], ...] = (
-    ("infonce", "own", None, None),
-    ("dystress", "own", dystress, None),
-    ("dystress", "tl.cos, two divisions (until 2026-11-28)", dystress, _dystress_cosine),
-    ("dystress", "constant temperature (floor)", dystress, _constant_temperature),
-    ("temperature_free", "own", temperature_free, None),
-    ("temperature_free", "one division", temperature_free, _atanh_one_division),
-    ("temperature_free", "log2, one division", temperature_free, _atanh_log2),
-    ("temperature_free", "2 x (floor)", temperature_free, _atanh_linear),
+CLIP = {"layout": "cross_view", "symmetric": True}
+#: (strategy, variant, the module whose ``_triton_form`` it replaces, the form or None for the strategy's own,
+#: the layout, the kernel)
+VARIANTS: tuple[tuple[str, str, Any, Any, dict[str, Any], str], ...] = (
+    ("infonce", "own", None, None, CLIP, "triton"),
+    ("dystress", "own", dystress, None, CLIP, "triton"),
+    ("dystress", "tl.cos, two divisions (until 2026-11-28)", dystress, _dystress_cosine, CLIP, "triton"),
+    ("dystress", "constant temperature (floor)", dystress, _constant_temperature, CLIP, "triton"),
+    ("temperature_free", "own", temperature_free, None, CLIP, "triton"),
+    ("temperature_free", "one division", temperature_free, _atanh_one_division, CLIP, "triton"),
+    ("temperature_free", "log2, one division", temperature_free, _atanh_log2, CLIP, "triton"),
+    ("temperature_free", "2 x (floor)", temperature_free, _atanh_linear, CLIP, "triton"),
+    # SimCLR's block of 2N anchors against themselves: the Triton kernel beside the ones it would replace
+    ("infonce", "SimCLR layout, triton", None, None, {"layout": "simclr"}, "triton"),
+    ("infonce", "SimCLR layout, stream", None, None, {"layout": "simclr"}, "stream"),
+    ("infonce", "SimCLR layout, dense", None, None, {"layout": "simclr"}, "dense"),
 )
 
 
@@ -110,25 +118,31 @@ def profile(step: Callable[[], None], rows: int = 8) -> str:
     return prof.key_averages().table(sort_by="cuda_time_total", row_limit=rows, max_name_column_width=60)
 
 
+def _loss(strategy: str, options: dict[str, Any], kernel: str, d: int) -> Any:
+    extra = {"dim": d, "heads": 2} if clp.get_loss_class(strategy).feature_dim_arg else {}
+    return clp.build_host_loss(strategy, host_tau=0.07, kernel=kernel, **options, **extra)
+
+
 def measure(n: int, d: int, reps: int, device: torch.device, profiles: bool) -> tuple[list[dict[str, Any]], str]:
     g = torch.Generator(device=device).manual_seed(n + d)
     a, b = (torch.randn(n, d, device=device, generator=g).requires_grad_() for _ in range(2))
     rows, text, own_loss, base = [], "", {}, None
-    for strategy, variant, module, form in VARIANTS:
+    for strategy, variant, module, form, options, kernel in VARIANTS:
         row: dict[str, Any] = {"strategy": strategy, "variant": variant, "n": n, "d": d}
+        key = (strategy, options["layout"])
         try:
             with swapped(module, form):
-                loss_of = our_loss(strategy, "triton", d).to(device)
+                loss_of = _loss(strategy, options, kernel, d).to(device)
                 with torch.no_grad():
                     value = float(loss_of(a, b))
                 step = _backward(loss_of, a, b)
                 ms, mib = _timed(step, device, reps)
                 if profiles and variant == "own" and device.type == "cuda":
                     text += f"\n### {strategy}, own form, N = {n}, D = {d}\n\n```\n{profile(step)}\n```\n"
-            own_loss.setdefault(strategy, value)
-            base = ms if strategy == "infonce" else base
-            row.update(ms=round(ms, 3), peak_mib=round(mib, 1), loss_diff=abs(value - own_loss[strategy]),
-                       x_infonce=round(ms / base, 2) if base else None)  # fmt: skip
+            own_loss.setdefault(key, value)
+            base = ms if base is None else base  # the first row: infonce, CLIP, its own
+            row.update(ms=round(ms, 3), peak_mib=round(mib, 1), loss_diff=abs(value - own_loss[key]),
+                       x_infonce=round(ms / base, 2))  # fmt: skip
         except Exception as exc:  # recorded, not raised: one failing variant must not cost the rest
             row["error"] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc) else ''}"
         print(json.dumps(row), flush=True)
