@@ -111,14 +111,17 @@ def reference_gradients(a: torch.Tensor, b: torch.Tensor, one_direction: bool) -
 
 def errors(loss_of: Callable[..., torch.Tensor], a: torch.Tensor, b: torch.Tensor, ref: float,
            ref_grad: torch.Tensor | None) -> dict[str, float]:  # fmt: skip
-    """The loss's (and gradients') error relative to float64, on the same inputs as the timing."""
+    """The loss's (and gradients') error relative to float64, on the same inputs as the timing. Forward and
+    backward run even where no float64 gradient is at hand: this is the warm-up of the rows timed once, and a
+    backward first run inside the timing would time Triton's compilation (it did, 2026-11-28, docs/gpu.md)."""
     a, b = a.detach().clone().requires_grad_(), b.detach().clone().requires_grad_()
-    with torch.set_grad_enabled(ref_grad is not None):  # the forward alone where no float64 gradient is at hand
-        loss = loss_of(a, b)
+    loss = loss_of(a, b)
     out = {"loss_err": abs(float(loss.detach()) - ref) / abs(ref)}
+    grads = torch.autograd.grad(loss, (a, b))
     if ref_grad is not None:
-        grad = torch.cat(torch.autograd.grad(loss, (a, b))).double()
+        grad = torch.cat(grads).double()
         out["grad_err"] = float((grad - ref_grad).norm() / ref_grad.norm())
+    del grads
     if not math.isfinite(float(loss.detach())):
         out["loss_err"] = float("inf")
     return {k: float(f"{v:.3g}") for k, v in out.items()}
