@@ -52,11 +52,11 @@ def _constant_temperature(x, params, constant):  # type: ignore[no-untyped-def]
 
 
 @triton_map
-def _atanh_one_division(x, params, unused):  # type: ignore[no-untyped-def]
-    """Temperature-free's 2 atanh(c) as log((1 + c)^2 / (1 - c^2)), its derivative 2 / (1 - c^2): one division."""
+def _atanh_two_divisions(x, params, unused):  # type: ignore[no-untyped-def]
+    """Temperature-free's 2 atanh(c) as log((1 + c) / (1 - c)), its derivative 2 / (1 - c^2): two divisions (its
+    form until 2026-11-28)."""
     c = tl.minimum(tl.maximum(x, params[0]), params[1])
-    inverse = 1.0 / (1.0 - c * c)
-    return tl.log((1.0 + c) * (1.0 + c) * inverse), tl.where(c == x, 2.0 * inverse, 0.0), x * 0.0
+    return tl.log((1.0 + c) / (1.0 - c)), tl.where(c == x, 2.0 / (1.0 - c * c), 0.0), x * 0.0
 
 
 @triton_map
@@ -84,7 +84,7 @@ VARIANTS: tuple[tuple[str, str, Any, Any, dict[str, Any], str], ...] = (
     ("dystress", "tl.cos, two divisions (until 2026-11-28)", dystress, _dystress_cosine, CLIP, "triton"),
     ("dystress", "constant temperature (floor)", dystress, _constant_temperature, CLIP, "triton"),
     ("temperature_free", "own", temperature_free, None, CLIP, "triton"),
-    ("temperature_free", "one division", temperature_free, _atanh_one_division, CLIP, "triton"),
+    ("temperature_free", "two divisions (until 2026-11-28)", temperature_free, _atanh_two_divisions, CLIP, "triton"),
     ("temperature_free", "log2, one division", temperature_free, _atanh_log2, CLIP, "triton"),
     ("temperature_free", "2 x (floor)", temperature_free, _atanh_linear, CLIP, "triton"),
     # SimCLR's block of 2N anchors against themselves: the Triton kernel beside the ones it would replace

@@ -76,7 +76,7 @@ def test_the_map_cost_variants_are_the_losses_they_claim(tmp_path):
     by = {(r["strategy"], r["variant"]): r for r in rows}
     assert all("ms" in r for r in rows), rows
     assert by[("dystress", "tl.cos, two divisions (until 2026-11-28)")]["loss_diff"] < 1e-6
-    for variant in ("one division", "log2, one division"):
+    for variant in ("two divisions (until 2026-11-28)", "log2, one division"):
         assert by[("temperature_free", variant)]["loss_diff"] < 1e-6
     assert by[("dystress", "constant temperature (floor)")]["loss_diff"] > 1e-3
     assert "| dystress | own |" in (tmp_path / "map_cost.md").read_text()
