@@ -30,13 +30,15 @@ SYMMETRIC_STREAM_FROM_ELEMENTS = 1 << 24
 #: sixth of the memory, fused 110 to 1100 ms; at N = 4096, dense 3.7 ms, streaming 6 ms)
 CUDA_STREAM_FROM_ELEMENTS = 1 << 26
 #: ... and the Triton kernel (bf16x3 products) from there for rows this wide or narrower, the streaming kernel for
-#: wider ones: on one H200 (2026-11-27, docs/gpu.md), CLIP layout, D = 128, float32, Triton took 5.6 ms at
-#: N = 8,192 (streaming 8.4, dense 7.9), 13.9 at 16,384 (23.1, 25.5), 175 at 65,536 (streaming 317), exact to 3e-7;
-#: at N = 4,096 dense was faster (3.1 against 4.4); at D = 512 the one exact configuration that compiles took 77 ms,
-#: streaming 55 (2026-11-28)
+#: wider ones: on one H200 (docs/gpu.md), CLIP layout, D = 128, float32, Triton took 5.6 ms at N = 8,192 (streaming
+#: 8.4, dense 7.9) and 13.9 at 16,384 (23.1, 25.5) on 2026-11-27; with both directions from one backward, 9.5 at
+#: 16,384 (24.1) and 115 at 65,536 (315) on 2026-11-28, exact to 3e-7; at N = 4,096 dense and Triton are level.
+#: At D = 512 Triton was faster for every strategy but dual temperature (77.5 against streaming's 59.8), so it stays
+#: at 128 for float32 features
 CUDA_TRITON_MAX_DIM = 128
 #: ... and this wide for half-precision features (bf16 products, :func:`triton_lse.features_of`): at N = 16,384,
-#: D = 512 on the H200 (2026-11-28) 21.9 ms against streaming's 55.4 and ``F.cross_entropy``'s 25.7
+#: D = 512 on the H200 (2026-11-28) every strategy faster than streaming, InfoNCE 15.4 ms against 56.9 and
+#: ``F.cross_entropy``'s 25.8
 HALF_TRITON_MAX_DIM = 512
 
 

@@ -322,11 +322,11 @@ class TritonConfig:
 
 
 #: the configuration by D (padded to a power of two) where none is set: the fastest exact one of the H200 sweeps
-#: (docs/gpu.md, 2026-11-27 and -28): bf16x3 products, 128 x 64 blocks, 8 warps, 2 stages: 12.9 ms at N = 16,384,
-#: D = 128 (IEEE 32 x 32: 70.3; the streaming kernel 23.0), loss and gradients within 3e-7 of float64. Above D = 128
-#: the only one of twelve that fit the 227 KiB of shared memory in bf16x3: 64 x 64 blocks, chunks of 128 features,
-#: 256 gradient columns a program, 1 stage (77 ms at N = 16,384, D = 512, where the streaming kernel takes 55; with
-#: bf16 products, half-precision features, 21.9 against ``F.cross_entropy``'s 25.7)
+#: (docs/gpu.md, 2026-11-27 and -28): bf16x3 products, 128 x 64 blocks, 8 warps, 2 stages: 9.7 ms at N = 16,384,
+#: D = 128, both directions (IEEE 32 x 32: 47.6; 64 x 64: 10.8; the streaming kernel 23.9), loss and gradients within
+#: 3.1e-7 of float64. Above D = 128 the only one of twelve that fits the 227 KiB of shared memory in bf16x3: 64 x 64
+#: blocks, chunks of 128 features, 256 gradient columns a program, 1 stage (47 ms at N = 16,384, D = 512, where the
+#: streaming kernel takes 57; with bf16 products, half-precision features, 14.8 against ``F.cross_entropy``'s 26.0)
 DEFAULTS = {128: TritonConfig(precision="bf16x3", block_a=128, block_m=64, warps=8, stages=2),
             0: TritonConfig(precision="bf16x3", block_a=64, block_m=64, block_d=128, out_d=256, stages=1)}  # fmt: skip
 _config: dict[str, TritonConfig | None] = {"now": None}
