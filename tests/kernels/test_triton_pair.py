@@ -92,37 +92,28 @@ def _streamed(a: torch.Tensor, c: torch.Tensor, scale: float) -> torch.Tensor:
     return streaming.streaming_negative_lse(a * scale, c, exclude)[0]
 
 
-def test_a_partner_with_another_scale_computes_its_own(launches: dict) -> None:
-    g = torch.Generator().manual_seed(5)
-    a, c = (torch.nn.functional.normalize(torch.randn(20, 8, generator=g), dim=1).requires_grad_() for _ in range(2))
-    mirror, exclude = triton_pair.Mirror(), torch.arange(20)[:, None]
-    first = _lazy(a, c, mirror, 5.0).negative_lse(exclude)[0]
-    second = _lazy(c, a, mirror, 4.0).negative_lse(exclude)[0]
-    assert launches == {"one": 1, "two": 1, "own": 0}  # another scale: its own launch, the leftover unused
-    (first.sum() + 2 * second.sum()).backward()
-    ours = (a.grad.clone(), c.grad.clone())
-    a.grad = c.grad = None
-    (_streamed(a, c, 5.0).sum() + 2 * _streamed(c, a, 4.0).sum()).backward()
-    torch.testing.assert_close(first, _streamed(a, c, 5.0).detach(), rtol=1e-6, atol=1e-6)
-    torch.testing.assert_close(second, _streamed(c, a, 4.0).detach(), rtol=1e-6, atol=1e-6)
-    for x, y in zip(ours, (a.grad, c.grad), strict=True):
-        torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-6)
-
-
-def test_a_partner_that_takes_the_columns_gets_their_gradient(launches: dict) -> None:
+@pytest.mark.parametrize("second_scale,expected", [(5.0, {"one": 0, "two": 1, "own": 0}),
+                                                   (4.0, {"one": 1, "two": 1, "own": 0})],
+                         ids=["the partner takes the columns", "another scale: its own launch"])  # fmt: skip
+def test_a_bonded_pair_equals_the_two_directions_apart(second_scale: float, expected: dict, launches: dict) -> None:
     g = torch.Generator().manual_seed(6)
     a, c = (torch.nn.functional.normalize(torch.randn(20, 8, generator=g), dim=1).requires_grad_() for _ in range(2))
     mirror, exclude = triton_pair.Mirror(), torch.arange(20)[:, None]
     first = _lazy(a, c, mirror, 5.0).negative_lse(exclude)[0]
-    second = _lazy(c, a, mirror, 5.0).negative_lse(exclude)[0]
-    assert launches == {"one": 0, "two": 1, "own": 0} and mirror.left is None  # taken once, then gone
+    second = _lazy(c, a, mirror, second_scale).negative_lse(exclude)[0]
+    assert launches == expected
+    assert (mirror.left is None) == (second_scale == 5.0)  # a leftover is taken once, then gone
     weights = torch.linspace(0.5, 1.5, 20)
-    ((first * weights).sum() + (second * weights.flip(0)).sum()).backward()
-    ours = (a.grad.clone(), c.grad.clone())
+
+    def total(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return (x * weights).sum() + (y * weights.flip(0)).sum()
+
+    total(first, second).backward()
+    ours = (first.detach(), second.detach(), a.grad.clone(), c.grad.clone())
     a.grad = c.grad = None
-    torch.testing.assert_close(second, _streamed(c, a, 5.0).detach(), rtol=1e-6, atol=1e-6)
-    ((_streamed(a, c, 5.0) * weights).sum() + (_streamed(c, a, 5.0) * weights.flip(0)).sum()).backward()
-    for x, y in zip(ours, (a.grad, c.grad), strict=True):
+    reference = (_streamed(a, c, 5.0), _streamed(c, a, second_scale))
+    total(*reference).backward()
+    for x, y in zip(ours, (*(r.detach() for r in reference), a.grad, c.grad), strict=True):
         torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-6)
 
 
