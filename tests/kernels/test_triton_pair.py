@@ -5,6 +5,8 @@ and scale."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -142,3 +144,19 @@ def test_only_a_block_and_its_own_transpose_are_bonded() -> None:
     gathered = layouts._cross_view(z1, z2, True, None, lambda x: (torch.cat([x, x]), 0), None)  # other ranks' rows
     assert all(b.mirror is None for b in gathered)
     assert lazy.LazyLogits(z1, z2).mirror is None  # built by hand: no bond
+
+
+def test_rows_of_4096_features_in_the_wide_default_chunks() -> None:
+    """D = 4,096 in the blocks the GPU runs for D > 128 (chunks of 128 features, 256 gradient columns a program;
+    issue 60 asks for D up to 4,096): the same loss and gradients as float64."""
+    config = replace(triton_lse.DEFAULTS[0], precision="ieee", block_a=16, block_m=16)  # the interpreter's precision
+    g = torch.Generator().manual_seed(9)
+    z = torch.randn(2, 10, 4096, generator=g, dtype=torch.float64)
+    out = []
+    for kernel, dtype in (("triton", torch.float32), ("dense", torch.float64)):
+        z1, z2 = (x.to(dtype).requires_grad_() for x in z)
+        with triton_lse.using(config):  # CLIP's bonded pair: both backward kernels, both directions' terms
+            loss = clp.build_loss("dystress", layout="cross_view", symmetric=True, kernel=kernel)(z1, z2)
+        out.append([loss.double(), *(x.double() for x in torch.autograd.grad(loss, [z1, z2]))])
+    for x, y in zip(*out, strict=True):
+        torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-7)
