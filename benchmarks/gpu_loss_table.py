@@ -100,9 +100,15 @@ def matmul_bound(a: torch.Tensor, b: torch.Tensor) -> Callable[[], None]:
     return step
 
 
-def our_loss(name: str, kernel: str, dim: int) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+CLIP = {"layout": "cross_view", "symmetric": True}
+
+
+def our_loss(name: str, kernel: str, dim: int,
+             layout: dict[str, Any] = CLIP) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:  # fmt: skip
+    """Strategy ``name`` on ``kernel`` at τ = :data:`TAU` in ``layout``'s options (default: CLIP's, both
+    directions); a strategy with its own feature heads (AMCL) gets two over ``dim``."""
     extra = {"dim": dim, "heads": 2} if clp.get_loss_class(name).feature_dim_arg else {}
-    return clp.build_host_loss(name, host_tau=TAU, layout="cross_view", symmetric=True, kernel=kernel, **extra)
+    return clp.build_host_loss(name, host_tau=TAU, kernel=kernel, **layout, **extra)
 
 
 def rows_for(dim: int, n: int, kernels: tuple[str, ...], clip_loss: Any) -> list[tuple[str, str, Any]]:

@@ -28,8 +28,7 @@ import torch
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import cl_plugins as clp  # noqa: E402
-from benchmarks.gpu_loss_table import _backward, _timed  # noqa: E402
+from benchmarks.gpu_loss_table import CLIP, _backward, _timed, our_loss  # noqa: E402
 from cl_plugins.extension import tl, triton_map  # noqa: E402
 from cl_plugins.losses import dystress, temperature_free  # noqa: E402
 
@@ -75,7 +74,6 @@ def _atanh_linear(x, params, unused):  # type: ignore[no-untyped-def]
 
 
 _dystress_own = dystress._triton_form
-CLIP = {"layout": "cross_view", "symmetric": True}
 #: (strategy, variant, the module whose ``_triton_form`` it replaces, the form or None for the strategy's own,
 #: the layout, the kernel)
 VARIANTS: tuple[tuple[str, str, Any, Any, dict[str, Any], str], ...] = (
@@ -118,11 +116,6 @@ def profile(step: Callable[[], None], rows: int = 8) -> str:
     return prof.key_averages().table(sort_by="cuda_time_total", row_limit=rows, max_name_column_width=60)
 
 
-def _loss(strategy: str, options: dict[str, Any], kernel: str, d: int) -> Any:
-    extra = {"dim": d, "heads": 2} if clp.get_loss_class(strategy).feature_dim_arg else {}
-    return clp.build_host_loss(strategy, host_tau=0.07, kernel=kernel, **options, **extra)
-
-
 def measure(n: int, d: int, reps: int, device: torch.device, profiles: bool) -> tuple[list[dict[str, Any]], str]:
     g = torch.Generator(device=device).manual_seed(n + d)
     a, b = (torch.randn(n, d, device=device, generator=g).requires_grad_() for _ in range(2))
@@ -132,7 +125,7 @@ def measure(n: int, d: int, reps: int, device: torch.device, profiles: bool) -> 
         key = (strategy, options["layout"])
         try:
             with swapped(module, form):
-                loss_of = _loss(strategy, options, kernel, d).to(device)
+                loss_of = our_loss(strategy, kernel, d, options).to(device)
                 with torch.no_grad():
                     value = float(loss_of(a, b))
                 step = _backward(loss_of, a, b)

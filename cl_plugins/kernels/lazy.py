@@ -215,14 +215,13 @@ class LazyLogits:
         exclude = None if self.positives is not None else exclude_cols
         fusable = self.logit_map is None or self.logit_map.with_derivative is not None
         kernel = self.kernel.name
-        if kernel == "triton" and not ratios:  # a block that is its own or its bonded block's transpose
-            out = self._triton_symmetric(exclude)
-            if out is not None:
-                return out
         if kernel == "triton":  # None where it declines this map or dtype, or after a failed launch: streamed
-            out = triton_negative_lse(self.scaled_anchors(), self.candidates, exclude, ratios=tuple(ratios),
-                                      logit_map=self.logit_map, bias_cols=self.bias_cols, bias=self.bias,
-                                      labels=self.labels)  # fmt: skip
+            # first as a block that is its own or its bonded block's transpose, else one direction
+            out = None if ratios else self._triton_symmetric(exclude)
+            if out is None:
+                out = triton_negative_lse(self.scaled_anchors(), self.candidates, exclude, ratios=tuple(ratios),
+                                          logit_map=self.logit_map, bias_cols=self.bias_cols, bias=self.bias,
+                                          labels=self.labels)  # fmt: skip
             if out is not None:
                 return out
         options = {"ratios": tuple(ratios), "logit_map": self.logit_map, "labels": self.labels, "bound": self.bound()}

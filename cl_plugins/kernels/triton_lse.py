@@ -433,15 +433,32 @@ def _fail(error: Exception) -> None:
                   RuntimeWarning, stacklevel=3)  # fmt: skip
 
 
-def _streamed_gradients(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[no-untyped-def]
-    """dL/da, dL/dc from the streaming kernel (exact), for a backward whose Triton kernels failed."""
-    exclude_cols, labels, bias_cols, bias, logit_map, _ = ctx.plan
-    a_in, c_in, _ = ctx.saved_tensors
+def prepare(a: torch.Tensor, c: torch.Tensor, exclude_cols: torch.Tensor | None, labels: BlockLabels | None,
+            logit_map: LogitMap | None, bias_cols: torch.Tensor | None = None,
+            bias: float = 0.0) -> tuple[torch.Tensor, torch.Tensor, _Spec]:  # fmt: skip
+    """(the rows the kernels read, everything else they take) for ``a`` against ``c``, under the configuration of
+    their width and features' dtype (:func:`config_for`)."""
+    config = config_for(a.shape[1], a.device, features_dtype(a, c))
+    a_in, c_in = _operands(a, c, config)
+    return a_in, c_in, _Spec(a_in, c_in, exclude_cols, labels, bias_cols, bias, logit_map, config)
+
+
+def streamed_gradients(a_in: torch.Tensor, c_in: torch.Tensor, g: torch.Tensor, exclude_cols: torch.Tensor | None,
+                       labels: BlockLabels | None, logit_map: LogitMap | None, bias_cols: torch.Tensor | None = None,
+                       bias: float = 0.0, transposed: tuple[BlockLabels | None, torch.Tensor] | None = None,
+                       ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    """dL/da, dL/dc of ``sum_i g_i LSE_i`` from the streaming kernel (exact), for a backward whose Triton kernels
+    failed; with ``transposed`` = (the transpose's labels, g2), plus ``sum_j g2_j LSE'_j`` of ``c`` against ``a``
+    (the same excluded columns)."""
     with torch.enable_grad():
         a, c = a_in.detach().float().requires_grad_(), c_in.detach().float().requires_grad_()
         lse = streaming_negative_lse(a, c, exclude_cols, logit_map=logit_map, bias_cols=bias_cols, bias=bias,
                                      labels=labels)[0]  # fmt: skip
-        grad_a, grad_c = torch.autograd.grad(lse, (a, c), grad.to(lse.dtype))
+        total = (lse * g).sum()
+        if transposed is not None:
+            back = streaming_negative_lse(c, a, exclude_cols, logit_map=logit_map, labels=transposed[0])[0]
+            total = total + (back * transposed[1]).sum()
+        grad_a, grad_c = torch.autograd.grad(total, (a, c))
     return grad_a, grad_c
 
 
@@ -484,9 +501,7 @@ class _TritonNegativeLSE(torch.autograd.Function):
     def forward(ctx, a, c, plan):  # type: ignore[override]
         exclude_cols, labels, bias_cols, bias, logit_map, ratios = plan
         with torch.autocast(device_type=a.device.type, enabled=False), torch.no_grad():
-            config = config_for(a.shape[1], a.device, features_dtype(a, c))
-            a_in, c_in = _operands(a, c, config)
-            spec = _Spec(a_in, c_in, exclude_cols, labels, bias_cols, bias, logit_map, config)
+            a_in, c_in, spec = prepare(a, c, exclude_cols, labels, logit_map, bias_cols, bias)
             lse, extra, stats = forward_lse(a_in, c_in, spec, ratios)
             if stats is not None:
                 logit_map.on_stats(*stats)
@@ -506,7 +521,8 @@ class _TritonNegativeLSE(torch.autograd.Function):
             grad_a, grad_c = backward_launch(a_in, c_in, spec, (lse, g))
         except Exception as error:  # noqa: BLE001 - a backward kernel that cannot compile here: streamed, exact
             _fail(error)
-            grad_a, grad_c = _streamed_gradients(ctx, g)
+            exclude_cols, labels, bias_cols, bias, logit_map, _ = ctx.plan
+            grad_a, grad_c = streamed_gradients(a_in, c_in, g, exclude_cols, labels, logit_map, bias_cols, bias)
         return grad_a.to(ctx.dtypes[0]), grad_c.to(ctx.dtypes[1]), None
 
 

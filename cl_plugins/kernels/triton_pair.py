@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .streaming import refuse_second_derivative, streaming_negative_lse
+from .streaming import refuse_second_derivative
 from .symmetric import is_symmetric
-from .triton_lse import _fail, _operands, _Spec, backward_launch, config_for, features_dtype, forward_lse, supports
+from .triton_lse import _fail, _Spec, backward_launch, forward_lse, prepare, streamed_gradients, supports
 
 if TYPE_CHECKING:
     from ..labels import BlockLabels
@@ -48,11 +48,9 @@ class _TritonPairLSE(torch.autograd.Function):
     def forward(ctx, a, c, plan):  # type: ignore[override]
         exclude_cols, labels, logit_map, out = plan
         with torch.autocast(device_type=a.device.type, enabled=False), torch.no_grad():
-            config = config_for(a.shape[1], a.device, features_dtype(a, c))
-            a_in, c_in = _operands(a, c, config)
-            spec = _Spec(a_in, c_in, exclude_cols, labels, None, 0.0, logit_map, config)
+            a_in, c_in, spec = prepare(a, c, exclude_cols, labels, logit_map)
             lse, _, stats = forward_lse(a_in, c_in, spec)
-            columns = _Spec(c_in, a_in, exclude_cols, _transposed(labels), None, 0.0, logit_map, config)
+            columns = _Spec(c_in, a_in, exclude_cols, _transposed(labels), None, 0.0, logit_map, spec.config)
             lse2, _, out["stats"] = forward_lse(c_in, a_in, columns)
             if stats is not None:
                 logit_map.on_stats(*stats)
@@ -71,22 +69,10 @@ class _TritonPairLSE(torch.autograd.Function):
             grad_a, grad_c = backward_launch(a_in, c_in, ctx.spec, (lse, g), columns)
         except Exception as error:  # noqa: BLE001 - a backward kernel that cannot compile here: streamed, exact
             _fail(error)
-            grad_a, grad_c = _streamed(ctx, g, None if columns is None else columns[1])
+            exclude_cols, labels, logit_map, _ = ctx.plan
+            transposed = None if columns is None else (_transposed(labels), columns[1])
+            grad_a, grad_c = streamed_gradients(a_in, c_in, g, exclude_cols, labels, logit_map, transposed=transposed)
         return grad_a.to(ctx.dtypes[0]), grad_c.to(ctx.dtypes[1]), None
-
-
-def _streamed(ctx, g: torch.Tensor, g2: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[no-untyped-def]
-    """Both directions' gradients from the streaming kernel (exact), for a backward whose Triton kernels failed."""
-    exclude_cols, labels, logit_map, _ = ctx.plan
-    a_in, c_in = ctx.saved_tensors[:2]
-    with torch.enable_grad():
-        a, c = a_in.detach().float().requires_grad_(), c_in.detach().float().requires_grad_()
-        total = (streaming_negative_lse(a, c, exclude_cols, logit_map=logit_map, labels=labels)[0] * g).sum()
-        if g2 is not None:
-            back = streaming_negative_lse(c, a, exclude_cols, logit_map=logit_map, labels=_transposed(labels))[0]
-            total = total + (back * g2).sum()
-        grad_a, grad_c = torch.autograd.grad(total, (a, c))
-    return grad_a, grad_c
 
 
 def triton_pair_negative_lse(
@@ -121,9 +107,7 @@ class _TritonSelfLSE(torch.autograd.Function):
     def forward(ctx, u, scale, plan):  # type: ignore[override]
         exclude_cols, labels, logit_map = plan
         with torch.autocast(device_type=u.device.type, enabled=False), torch.no_grad():
-            config = config_for(u.shape[1], u.device, features_dtype(u, u))
-            a_in, u_in = _operands(u * scale.to(u.dtype), u, config)
-            spec = _Spec(a_in, u_in, exclude_cols, labels, None, 0.0, logit_map, config)
+            a_in, u_in, spec = prepare(u * scale.to(u.dtype), u, exclude_cols, labels, logit_map)
             lse, _, stats = forward_lse(a_in, u_in, spec)
             if stats is not None:
                 logit_map.on_stats(*stats)
@@ -140,23 +124,12 @@ class _TritonSelfLSE(torch.autograd.Function):
             hu = backward_launch(a_in, u_in, ctx.spec, (lse, g), (lse, g), candidates=False)[0]
         except Exception as error:  # noqa: BLE001 - a backward kernel that cannot compile here: streamed, exact
             _fail(error)
-            hu = _streamed_self(ctx, g)
+            grad_a, grad_c = streamed_gradients(a_in, u_in, g, *ctx.plan)
+            hu = grad_a + grad_c / scale.float()  # G U + G^T (s U) / s = (G + G^T) U
         u = u_in.float()
         # dL/dU = s H U; dL/ds = sum_ij G_ij u_i . u_j = (H U) . U / 2 (H's two halves count each pair twice)
         grad_scale = (hu * u).sum() / 2 if ctx.needs_input_grad[1] else None
         return (hu * scale.float()).to(ctx.dtype), grad_scale, None
-
-
-def _streamed_self(ctx, g: torch.Tensor) -> torch.Tensor:  # type: ignore[no-untyped-def]
-    """H U from the streaming kernel's gradient of the rows' LSE at unit scale: dLSE/da + dLSE/dc of a = c = U."""
-    exclude_cols, labels, logit_map = ctx.plan
-    a_in, u_in = ctx.saved_tensors[:2]
-    scale = ctx.saved_tensors[3].float()
-    with torch.enable_grad():
-        a, c = a_in.detach().float().requires_grad_(), u_in.detach().float().requires_grad_()
-        total = (streaming_negative_lse(a, c, exclude_cols, logit_map=logit_map, labels=labels)[0] * g).sum()
-        grad_a, grad_c = torch.autograd.grad(total, (a, c))
-    return grad_a + grad_c / scale  # G c + G^T a / s = (G + G^T) U
 
 
 def triton_self_negative_lse(
