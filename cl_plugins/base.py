@@ -19,8 +19,8 @@ from torch import nn
 
 from .distributed import ProcessesDisagree, all_reduce_sum, is_distributed, refuse_on_every_rank, world_size
 from .extension import LazyLogits, LogitMap, Pairs, softplus
-from .kernels import triton_lse
-from .kernels.dispatch import KERNELS, KernelChoice, choose
+from .kernels.contract import KernelChoice, KernelHealth
+from .kernels.dispatch import KERNELS, choose
 from .labels import Labels, refuse_replaced
 from .labels import label_policy as label_policy_of
 from .layouts import LAYOUTS, NoNegatives, PairBlock, at_least_float32, build_blocks, unit_rows
@@ -220,8 +220,8 @@ class ContrastiveLoss(nn.Module):
                 refuse_on_every_rank()  # the other ranks wait in the first gather: they stop with this one
             raise
         self._stats = {}
-        with triton_lse.features_of(z1.dtype if z1.dtype == z2.dtype else torch.float32):
-            per_anchor = torch.cat([self.block_loss(b) for b in blocks])
+        features = z1.dtype if z1.dtype == z2.dtype else torch.float32  # half features take half products on Triton
+        per_anchor = torch.cat([self.block_loss(b, features) for b in blocks])
         return self._reduce(per_anchor, global_batch=True)
 
     def from_similarity(
@@ -371,14 +371,24 @@ class ContrastiveLoss(nn.Module):
         """Every call passes ``labels=`` (the loss has a ``label_policy``)."""
         return self.label_policy is not None
 
-    def block_kernel(self, block: PairBlock) -> KernelChoice:
-        """The kernel ``block`` runs on (:func:`cl_plugins.kernels.dispatch.choose`; see ``kernel``)."""
-        per_pair = type(self).logit_map is not ContrastiveLoss.logit_map
-        return choose(self.kernel, block.anchors, block.size, lazy=self.scalar_temperature or per_pair)
+    @property
+    def kernel_health(self) -> KernelHealth:
+        """This loss's record of kernels that failed on it (off for it alone; :mod:`cl_plugins.kernels.dispatch`)."""
+        health = self.__dict__.get("_kernel_health")
+        if health is None:  # also for a loss unpickled from before the record existed
+            health = self.__dict__["_kernel_health"] = KernelHealth()
+        return health
 
-    def block_loss(self, block: PairBlock) -> torch.Tensor:
-        """Per-anchor losses [A] of one block."""
-        kernel = self.block_kernel(block)
+    def block_kernel(self, block: PairBlock, features: torch.dtype = torch.float32) -> KernelChoice:
+        """The kernel ``block`` runs on (:func:`cl_plugins.kernels.dispatch.choose`; see ``kernel``), whose unit
+        rows came from features of ``features``."""
+        per_pair = type(self).logit_map is not ContrastiveLoss.logit_map
+        return choose(self.kernel, block.anchors, block.size, lazy=self.scalar_temperature or per_pair,
+                      features=features, health=self.kernel_health)  # fmt: skip
+
+    def block_loss(self, block: PairBlock, features: torch.dtype = torch.float32) -> torch.Tensor:
+        """Per-anchor losses [A] of one block whose unit rows came from features of ``features``."""
+        kernel = self.block_kernel(block, features)
         sim = block.cosine() if kernel.name == "dense" else block.lazy(kernel)
         return self.pairs_loss(sim, Pairs.from_block(block))
 

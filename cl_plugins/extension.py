@@ -7,14 +7,15 @@ inside the kernels of :mod:`cl_plugins.kernels`); a per-pair strategy hands the 
 elementwise :class:`LogitMap` of the cosine. :func:`softplus` and :func:`reweighted_nll` turn the one number per
 pair every strategy reduces to into its loss (:mod:`cl_plugins.pairs`).
 
-This module only re-exports: the kernels' contract lives in :mod:`cl_plugins.kernels.lazy`, the pairs in
-:mod:`cl_plugins.pairs`.
+This module only re-exports: the kernels' contract lives in :mod:`cl_plugins.kernels.contract`, the executor in
+:mod:`cl_plugins.kernels.lazy`, the pairs in :mod:`cl_plugins.pairs`.
 """
 
 from __future__ import annotations
 
-from .kernels.lazy import LazyLogits, LogitMap, Terms
-from .kernels.triton_lse import TritonMap, tl, triton_map
+from .kernels.contract import LogitMap, Terms, TritonMap
+from .kernels.lazy import LazyLogits
+from .kernels.triton_jit import tl, triton_map
 from .pairs import Pairs, reweighted_nll, softplus
 
 __all__ = ["LazyLogits", "LogitMap", "Pairs", "Terms", "TritonMap", "reweighted_nll", "softplus", "tl", "triton_map"]

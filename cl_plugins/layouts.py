@@ -29,9 +29,8 @@ from dataclasses import dataclass
 import torch
 
 from .distributed import check_agreement, gather_with_grad, is_distributed
-from .extension import LazyLogits
-from .kernels.dispatch import KernelChoice
-from .kernels.triton_pair import Mirror
+from .kernels.contract import Bond, KernelChoice
+from .kernels.lazy import LazyLogits
 from .labels import BlockLabels, Labels
 from .validation import check_embeddings, check_feature_dim, check_integer_labels, check_rows, check_same
 
@@ -68,8 +67,8 @@ class PairBlock:
     #: every row is already of unit norm (the loss normalised its inputs before building the block)
     normalized: bool = False
     labels: BlockLabels | None = None
-    #: the bond with this block's transpose where the layout made both (:class:`~.kernels.triton_pair.Mirror`)
-    mirror: Mirror | None = None
+    #: the bond with this block's transpose where the layout made both (:class:`~.kernels.contract.Bond`)
+    bond: Bond | None = None
 
     def label_pairs(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(anchor rows, candidate indices) [Q] of every candidate of its anchor's label other than the anchor's
@@ -100,7 +99,7 @@ class PairBlock:
             a = self._unit(self.anchors)
             c = a if self.candidates_are_anchors else self._unit(self.candidates)
             p = None if self.positives is None else self._unit(self.positives)
-        return LazyLogits(a, c, p, kernel=kernel or KernelChoice("fused"), labels=self.labels, mirror=self.mirror)
+        return LazyLogits(a, c, p, kernel=kernel or KernelChoice("fused"), labels=self.labels, bond=self.bond)
 
     @property
     def size(self) -> int:
@@ -237,7 +236,7 @@ def _cross_view(
     if symmetric and blocks[0].candidates is blocks[1].anchors and blocks[1].candidates is blocks[0].anchors:
         # nothing gathered (one process): the two directions are each other's transpose, positives on the diagonal
         # and the same labels on both sides; the bond lets a kernel serve both from one backward
-        blocks[0].mirror = blocks[1].mirror = Mirror()
+        blocks[0].bond = blocks[1].bond = Bond()
     return blocks
 
 

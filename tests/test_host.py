@@ -115,8 +115,8 @@ def test_the_triton_form_snippet_of_the_docs_runs_on_the_triton_kernel(tmp_path)
     import re
 
     from cl_plugins.extension import LogitMap, TritonMap
-    from cl_plugins.kernels.streaming import streaming_negative_lse
-    from cl_plugins.kernels.triton_lse import triton_negative_lse
+    from cl_plugins.kernels import streaming, triton_lse
+    from tests.kernels.test_streaming import negative_lse
 
     section = (ROOT / "docs" / "strategies.md").read_text().split("## Writing a strategy", 1)[1]
     (tmp_path / "cubic_triton.py").write_text(re.findall(r"```python\n(.*?)```", section, flags=re.S)[1])
@@ -127,9 +127,9 @@ def test_the_triton_form_snippet_of_the_docs_runs_on_the_triton_kernel(tmp_path)
                      triton=TritonMap.of(module._cubic_triton, (5.0,)))  # fmt: skip
     unit = torch.nn.functional.normalize(torch.randn(2, 20, 16, generator=torch.Generator().manual_seed(0)), dim=-1)
     exclude = torch.arange(20)[:, None]
-    ours = triton_negative_lse(unit[0], unit[1], exclude, logit_map=cubic)
+    ours = negative_lse(triton_lse.BACKEND, unit[0], unit[1], exclude, logit_map=cubic)
     assert ours is not None, "the Triton kernel took the map"
-    reference = streaming_negative_lse(unit[0], unit[1], exclude, logit_map=cubic)
+    reference = negative_lse(streaming.BACKEND, unit[0], unit[1], exclude, logit_map=cubic)
     torch.testing.assert_close(ours[0], reference[0], rtol=1e-5, atol=1e-6)
 
 

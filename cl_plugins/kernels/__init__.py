@@ -1,17 +1,18 @@
 """The loss kernels: the log-sum-exp over each anchor's negatives without the dense path's [A, M] copies.
 
-* :mod:`.lazy`: the contract, :class:`~.lazy.LogitMap` (a per-pair map of the cosine) and
-  :class:`~.lazy.LazyLogits` (a block's logits, computed only inside a kernel);
-* :mod:`.dispatch`: which kernel a block runs on, decided once per block (``kernel=`` of every loss);
-* :mod:`.fused`: one [A, M] buffer, overwritten in place in backward (scalar temperatures and per-pair maps with
-  an explicit derivative);
-* :mod:`.streaming`: tiles of the [A, M] matrix recomputed in backward, never the matrix (any batch size);
-* :mod:`.symmetric`: a block of anchors against themselves by halves, each tile standing for its transpose;
-* :mod:`.compiled` and :mod:`.tiles`: a per-pair map's whole tiles compiled (``compile_maps=True``);
-* :mod:`.triton_lse`: flash-style Triton kernels on CUDA tensors;
-* :mod:`.negatives`: which entries of a tile are no negatives, the one helper every torch kernel and the dense path
-  use;
-* :mod:`.pairs`: the cosines of listed pairs.
+* :mod:`.contract`: what every kernel takes and is: :class:`~.contract.LogitMap` (a per-pair map of the cosine, with
+  its Triton form :class:`~.contract.TritonMap`), :class:`~.contract.Request` (one block's negatives' LSE),
+  :class:`~.contract.KernelChoice`, :class:`~.contract.KernelHealth`, :class:`~.contract.Bond` and
+  :class:`~.contract.Backend`; it imports no backend;
+* :mod:`.dispatch`: which backends serve a request and in which order (``kernel=`` of every loss), decided here only;
+* :mod:`.lazy`: :class:`~.lazy.LazyLogits`, a block's logits computed only inside a kernel: it builds the request;
+* the backends, one per module, each a :class:`~.contract.Backend`: :mod:`.fused` (one [A, M] buffer, overwritten in
+  place in backward), :mod:`.streaming` (tiles recomputed in backward, never the matrix), :mod:`.symmetric` (a block
+  of anchors against themselves by halves), :mod:`.triton_lse` (flash-style Triton kernels, one direction) and
+  :mod:`.triton_pair` (Triton for a block against itself or bonded with its transpose);
+* helpers the backends share: :mod:`.compiled` and :mod:`.tiles` (a per-pair map's whole tiles compiled,
+  ``compile_maps=True``), :mod:`.negatives` (which entries of a tile are no negatives), :mod:`.pairs` (the cosines
+  of listed pairs), :mod:`.triton_jit` (Triton where installed, and the decorator of a map's Triton form).
 
-Strategies reach them through :class:`cl_plugins.extension.LazyLogits`.
+Strategies reach them through :mod:`cl_plugins.extension`.
 """

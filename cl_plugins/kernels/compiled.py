@@ -17,56 +17,65 @@ unsupported platform) the first failure is warned about once and the eager map r
 
 from __future__ import annotations
 
+import functools
 import os
-import warnings
 from collections.abc import Callable
-from typing import Any
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-ENV = "CL_PLUGINS_COMPILE"
+if TYPE_CHECKING:
+    from .contract import KernelHealth
 
-_state: dict[str, Any] = {"enabled": None, "failed": False, "compiled": {}}
+ENV = "CL_PLUGINS_COMPILE"
+#: what :func:`set_compile` set in this context (None: follow ``$CL_PLUGINS_COMPILE``)
+_setting: ContextVar[bool | None] = ContextVar("cl_plugins_compile_maps", default=None)
 
 
 def set_compile(enabled: bool | None) -> None:
-    """Compile the per-pair maps (True), run them eagerly (False), or follow ``$CL_PLUGINS_COMPILE`` (None)."""
-    _state["enabled"] = enabled
+    """Compile the per-pair maps (True), run them eagerly (False), or follow ``$CL_PLUGINS_COMPILE`` (None), for the
+    losses built without ``compile_maps`` from here on in this context (thread or task)."""
+    _setting.set(enabled)
 
 
 def compile_enabled() -> bool:
     """Whether the per-pair maps run compiled: :func:`set_compile`, else ``CL_PLUGINS_COMPILE=1``."""
-    if _state["failed"]:
-        return False
-    if _state["enabled"] is not None:
-        return bool(_state["enabled"])
+    if _setting.get() is not None:
+        return bool(_setting.get())
     return os.environ.get(ENV, "0").strip().lower() in ("1", "true", "yes")
 
 
 def resolve(enabled: bool | None) -> bool:
-    """A loss's ``compile_maps`` (None: :func:`compile_enabled`), False for good once a compilation has failed."""
-    return not _state["failed"] and (compile_enabled() if enabled is None else bool(enabled))
+    """A loss's ``compile_maps`` (None: :func:`compile_enabled`)."""
+    return compile_enabled() if enabled is None else bool(enabled)
 
 
-def maybe_compiled(fn: Callable[..., Any], enabled: bool | None = None) -> Callable[..., Any]:
-    """``fn`` compiled (dynamic shapes) when ``enabled`` (a loss's ``compile_maps``; None: :func:`compile_enabled`),
-    else ``fn``; a compilation that fails falls back to ``fn`` for good, with one warning."""
-    if not resolve(enabled):
+@functools.cache
+def compiled_form(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` under ``torch.compile`` (dynamic shapes), one wrapper per function for the process: torch.compile's
+    own cache of compiled graphs hangs off this wrapper, so a second one would compile again."""
+    return torch.compile(fn, dynamic=True)
+
+
+def maybe_compiled(fn: Callable[..., Any], enabled: bool | None = None,
+                   health: KernelHealth | None = None) -> Callable[..., Any]:  # fmt: skip
+    """``fn`` compiled when ``enabled`` (a loss's ``compile_maps``; None: :func:`compile_enabled`), else ``fn``. A
+    compilation that fails runs ``fn`` and, with the loss's ``health``, turns compiling off for that loss (one
+    warning; other losses keep theirs)."""
+    if not resolve(enabled) or (health is not None and not health.usable("compiled map")):
         return fn
-    compiled = _state["compiled"].get(fn)
-    if compiled is None:
-        compiled = _state["compiled"][fn] = torch.compile(fn, dynamic=True)
+    compiled = compiled_form(fn)
 
     def call(*args: Any) -> Any:
-        if _state["failed"]:  # an earlier call failed (this wrapper may outlive it within one loss call)
+        if health is not None and not health.usable("compiled map"):  # failed earlier in this loss call
             return fn(*args)
         try:
             return compiled(*args)
         except Exception as error:  # noqa: BLE001 - any backend failure: the eager map is always right
-            _state["failed"] = True
-            first = str(error).strip().splitlines()[0] if str(error).strip() else ""
-            warnings.warn(f"cl_plugins: compiling the per-pair maps failed ({type(error).__name__}: {first}); "
-                          "running them eagerly", RuntimeWarning, stacklevel=2)  # fmt: skip
+            if health is None:
+                raise
+            health.fail("compiled map", error)
             return fn(*args)
 
     return call

@@ -1,20 +1,22 @@
-"""Which kernel computes a block's negatives' log-sum-exp: one decision per block, made here only.
+"""Which kernel computes a block's negatives' log-sum-exp: decided here only.
 
-:func:`choose` reads the thresholds below, the rows' device and width and whether Triton can run; every strategy
-(AMCL's too) and :class:`~cl_plugins.extension.LazyLogits` act on its :class:`KernelChoice`. A kernel that declines
-a block once chosen (Triton for a map it has no form of, or after a failed launch; the symmetric kernel where its
-plan does not apply) hands it on as :meth:`LazyLogits.negative_lse <cl_plugins.extension.LazyLogits.negative_lse>`
-says, with the same values. The thresholds come from measurements: docs/benchmarks.md on the CPU, docs/gpu.md on
-a GPU; ``kernel="auto"`` takes a kernel on a kind of device only where it was measured faster there.
+:func:`choose` reads the thresholds below, the rows' device and width and whether Triton can run, and gives a
+block's :class:`~cl_plugins.kernels.contract.KernelChoice` (every strategy, AMCL's too, asks it); :func:`backends`
+turns a choice and a :class:`~cl_plugins.kernels.contract.Request` into the ordered backends that may serve it, and
+:func:`run` runs the first that accepts: one that declines (Triton for a map it has no form of; the symmetric
+kernel where its plan does not apply) or fails (a Triton kernel that cannot compile here, then off for that loss
+only, :class:`~cl_plugins.kernels.contract.KernelHealth`) hands the request on, with the same values. The thresholds
+come from measurements: docs/benchmarks.md on the CPU, docs/gpu.md on a GPU; ``kernel="auto"`` takes a kernel on a
+kind of device only where it was measured faster there.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
-from . import triton_lse
+from . import fused, streaming, symmetric, triton_lse, triton_pair
+from .contract import Backend, KernelChoice, KernelHealth, Request
+from .triton_jit import refuse_unusable, usable_on
 
 #: the values of every strategy's ``kernel=``
 KERNELS = ("auto", "dense", "fused", "stream", "triton")
@@ -42,18 +44,7 @@ CUDA_TRITON_MAX_DIM = 128
 HALF_TRITON_MAX_DIM = 512
 
 
-@dataclass(frozen=True)
-class KernelChoice:
-    """A block's kernel: ``name`` is ``"dense"`` (autograd on the [A, M] matrix), ``"fused"`` (one buffer,
-    :mod:`~cl_plugins.kernels.fused`), ``"stream"`` (tiles, :mod:`~cl_plugins.kernels.streaming`) or ``"triton"``
-    (:mod:`~cl_plugins.kernels.triton_lse`); ``symmetric``: a fused block of anchors against themselves streams by
-    halves (:mod:`~cl_plugins.kernels.symmetric`) where that applies."""
-
-    name: str
-    symmetric: bool = False
-
-
-def auto(rows: torch.Tensor, size: int) -> str:
+def auto(rows: torch.Tensor, size: int, features: torch.dtype = torch.float32) -> str:
     """``kernel="auto"``'s kernel for a block of ``size`` logits whose anchors are ``rows``: on the CPU the
     one-buffer kernel, streaming from :data:`STREAM_FROM_ELEMENTS`; on a GPU the dense path below
     :data:`CUDA_STREAM_FROM_ELEMENTS`, from there Triton for rows of at most :data:`CUDA_TRITON_MAX_DIM` features
@@ -61,21 +52,59 @@ def auto(rows: torch.Tensor, size: int) -> str:
     if rows.device.type == "cuda":
         if size < CUDA_STREAM_FROM_ELEMENTS:
             return "dense"
-        half = triton_lse.features_dtype(rows, rows) in triton_lse.HALF_PRECISIONS
+        half = triton_lse.features_dtype(rows, rows, features) in triton_lse.HALF_PRECISIONS
         narrow = rows.shape[-1] <= (HALF_TRITON_MAX_DIM if half else CUDA_TRITON_MAX_DIM)
-        return "triton" if narrow and triton_lse.usable_on(rows.device) else "stream"
+        return "triton" if narrow and usable_on(rows.device) else "stream"
     return "stream" if size >= STREAM_FROM_ELEMENTS else "fused"
 
 
-def choose(requested: str, rows: torch.Tensor, size: int, lazy: bool = True) -> KernelChoice:
-    """The kernel of a block of ``size`` logits whose anchors are ``rows``, for a strategy built with
-    ``kernel=requested``; ``lazy=False`` where the strategy has no lazy form (neither a scalar temperature nor a
-    per-pair map): the dense path then, whatever was asked. ``"triton"`` where it cannot run is refused in one line."""
+def choose(requested: str, rows: torch.Tensor, size: int, lazy: bool = True, *,
+           features: torch.dtype = torch.float32, health: KernelHealth | None = None) -> KernelChoice:  # fmt: skip
+    """The kernel of a block of ``size`` logits whose anchors are ``rows`` (unit rows of features of ``features``),
+    for a strategy built with ``kernel=requested`` whose record of failed backends is ``health``; ``lazy=False``
+    where the strategy has no lazy form (neither a scalar temperature nor a per-pair map): the dense path then,
+    whatever was asked. ``"triton"`` where it cannot run is refused in one line."""
+    health = KernelHealth() if health is None else health
     if requested == "dense" or not lazy:
-        return KernelChoice("dense")
+        return KernelChoice("dense", features=features, health=health)
     if requested == "triton":
-        triton_lse.refuse_unusable(rows.device)
+        refuse_unusable(rows.device)
     if requested != "auto":
-        return KernelChoice(requested)
-    name = auto(rows, size)
-    return KernelChoice(name, symmetric=name == "fused" and size >= SYMMETRIC_STREAM_FROM_ELEMENTS)
+        return KernelChoice(requested, features=features, health=health)
+    name = auto(rows, size, features)
+    symmetric = name == "fused" and size >= SYMMETRIC_STREAM_FROM_ELEMENTS
+    return KernelChoice(name, symmetric=symmetric, features=features, health=health)
+
+
+def backends(request: Request) -> list[Backend]:
+    """The backends that may serve ``request``, in the order its choice tries them: Triton as a block against
+    itself, a bonded block or one direction, then the streaming kernels (a map without a derivative by halves
+    first); the one buffer (by halves first where ``auto`` chose that); streaming (by halves first)."""
+    choice = request.choice
+    if choice.name == "triton":
+        return [triton_pair.SELF, triton_pair.PAIR, triton_lse.BACKEND,
+                *([] if request.fusable else [symmetric.BACKEND]), streaming.BACKEND]  # fmt: skip
+    if choice.name == "fused":
+        order = [symmetric.BACKEND, fused.BACKEND] if choice.symmetric else [fused.BACKEND, symmetric.BACKEND]
+        return [*order, streaming.BACKEND]
+    return [symmetric.BACKEND, streaming.BACKEND]
+
+
+def run(request: Request) -> list[torch.Tensor]:
+    """[LSE, *LSE at each ratio] of ``request`` from the first of its :func:`backends` that is on for the loss,
+    accepts it and does not decline it at run time; a backend that may fail and does is off for that loss from then
+    on (one warning) and the next one runs."""
+    health = request.health
+    for backend in backends(request):
+        if not health.usable(backend.name) or not backend.accepts(request):
+            continue
+        try:
+            out = backend.run(request)
+        except Exception as error:
+            if not backend.may_fail:
+                raise
+            health.fail(backend.name, error)
+            continue
+        if out is not None:
+            return out
+    raise AssertionError(f"no kernel served {request.choice}")  # streaming accepts every request

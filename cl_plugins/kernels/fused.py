@@ -20,6 +20,7 @@ import torch
 
 from . import streaming
 from .compiled import maybe_compiled
+from .contract import Request
 from .negatives import NonNegatives
 from .streaming import NegativeStats
 from .tiles import chunk_forward
@@ -31,10 +32,8 @@ CHUNK_ELEMENTS = 1 << 18
 
 class NegativeLSE(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, a, c, exclude_cols, ratios, logit_map=None, bias_cols=None, bias=0.0, labels=None,  # type: ignore[override]
-                bound=None):  # fmt: skip
+    def forward(ctx, a, c, plan):  # type: ignore[override]
         with torch.autocast(device_type=a.device.type, enabled=False):
-            plan = streaming.make_plan(a, c, exclude_cols, ratios, logit_map, bias_cols, bias, labels, bound)
             return NegativeLSE._forward(ctx, a, c, plan)
 
     @staticmethod
@@ -96,7 +95,7 @@ class NegativeLSE(torch.autograd.Function):
             g = x.mul_(grad[:, None] / s)  # softmax over the negatives, times the incoming gradient
             grad_a = g @ c if ctx.needs_input_grad[0] else None
             grad_c = g.T @ a if ctx.needs_input_grad[1] else None
-        return grad_a, grad_c, None, None, None, None, None, None, None
+        return grad_a, grad_c, None
 
 
 def _compiled_chunk(x: torch.Tensor, start: int, plan: streaming._Plan, stats: NegativeStats | None) -> torch.Tensor:
@@ -106,7 +105,7 @@ def _compiled_chunk(x: torch.Tensor, start: int, plan: streaming._Plan, stats: N
     rows = slice(start, start + x.shape[0])
     labels = (None, None) if plan.labels is None else (plan.labels.anchor[rows], plan.labels.candidate)
     assert plan.tile_form is not None
-    sums, summary = maybe_compiled(chunk_forward, True)(x, *labels, *plan.tile_form)
+    sums, summary = maybe_compiled(chunk_forward, True, plan.health)(x, *labels, *plan.tile_form)
     if stats is not None and summary is not None:
         stats.merge(*summary)
     return sums[:, None]
@@ -142,3 +141,22 @@ def _chunk_logits(x, rows, skip, logit_map, bias_cols, bias, stats):  # type: ig
     if bias_cols is not None:
         logits.scatter_add_(1, bias_cols[rows, None], logits.new_full((x.shape[0], 1), bias))
     return skip.fill_(logits, NEG_INF), derivative
+
+
+class Fused:
+    """The one-buffer backend: a scalar temperature or a per-pair map with an explicit derivative."""
+
+    name = "fused"
+    may_fail = False
+
+    def accepts(self, request: Request) -> bool:
+        return request.fusable
+
+    def run(self, request: Request) -> list[torch.Tensor]:
+        anchors = request.scaled_anchors()
+        with torch.autocast(device_type=anchors.device.type, enabled=False):
+            plan = streaming.make_plan(request, anchors)
+        return list(NegativeLSE.apply(anchors, request.candidates, plan))
+
+
+BACKEND = Fused()

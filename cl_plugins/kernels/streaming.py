@@ -27,12 +27,12 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from .compiled import maybe_compiled
+from .contract import KernelHealth, LogitMap, Request
 from .negatives import NonNegatives
 from .tiles import forward_sums, gradient_tile
 
-if TYPE_CHECKING:  # the extension types import these kernels
+if TYPE_CHECKING:
     from ..labels import BlockLabels
-    from .lazy import LogitMap
 
 NEG_INF = float("-inf")
 #: elements of one tile (R x T, 4 MiB of float32) and columns per tile; rows per block follow. Measured on 2 CPU
@@ -103,6 +103,7 @@ class _Plan:
     cols: int
     labels: BlockLabels | None = None  # a candidate sharing its anchor's label is no negative
     bounded: bool = False  # every logit (at every ratio) small enough for sums without a maximum (:func:`sums_fit`)
+    health: KernelHealth | None = None  # the loss's: a whole tile that fails to compile runs eagerly for it
 
     @property
     def tile_form(self) -> tuple[Callable[..., Any], tuple[Any, ...]] | None:
@@ -119,17 +120,19 @@ class _Plan:
         return self.bounded and m is not None and m.exp_form is not None and m.with_stat is None and not self.ratios
 
 
-def make_plan(anchors: torch.Tensor, candidates: torch.Tensor, exclude_cols: torch.Tensor | None,
-              ratios: tuple[float, ...], logit_map: LogitMap | None, bias_cols: torch.Tensor | None, bias: float,
-              labels: BlockLabels | None, bound: float | None) -> _Plan:  # fmt: skip
-    """The plan of a block; ``bound``: the largest |logit| before any bias (None: unknown, sums keep a maximum)."""
-    if ratios and logit_map is not None:
+def make_plan(request: Request, anchors: torch.Tensor | None = None) -> _Plan:
+    """The plan of ``request``'s block, whose anchors as the tiles see them are ``anchors`` (default: the request's,
+    scaled); ``request.bound()`` (the largest |logit| before any bias; None: unknown) decides whether the sums keep a
+    maximum."""
+    anchors = request.scaled_anchors() if anchors is None else anchors
+    logit_map, bias, bound = request.logit_map, request.bias, request.bound()
+    if request.ratios and logit_map is not None:
         raise ValueError("extra scales (ratios) apply to scalar temperatures only")
-    ratios = tuple(float(r) for r in ratios)
+    ratios = tuple(float(r) for r in request.ratios)
     largest = None if bound is None else (bound + abs(bias)) * max((1.0, *(abs(r) for r in ratios)))
-    bounded = sums_fit(largest, candidates.shape[0], anchors.dtype)
-    return _Plan(exclude_cols, bias_cols, float(bias), logit_map, ratios, anchors.shape[0], candidates.shape[0],
-                 labels, bounded)  # fmt: skip
+    bounded = sums_fit(largest, request.candidates.shape[0], anchors.dtype)
+    return _Plan(request.exclude, request.bias_cols, float(bias), logit_map, ratios, anchors.shape[0],
+                 request.candidates.shape[0], request.labels, bounded, request.health)  # fmt: skip
 
 
 def tile_sizes(n_rows: int, n_cols: int, device: torch.device | None = None) -> tuple[int, int]:
@@ -184,7 +187,7 @@ def tile_sums(a: torch.Tensor, c: torch.Tensor, r0: int, t0: int, plan: _Plan, s
     logits) for each ratio (a bounded plan: no maximum); the map's statistic into ``stats``, ``weight`` times."""
     if plan.tile_form is not None:
         x, row_labels, col_labels = _marked_tile(a, c, r0, t0, plan)
-        run = maybe_compiled(forward_sums, True)
+        run = maybe_compiled(forward_sums, True, plan.health)
         rows, cols, summary = run(x, row_labels, col_labels, *plan.tile_form, columns)
         if stats is not None and summary is not None:
             stats.merge(*summary, weight)
@@ -210,7 +213,8 @@ def tile_gradient(a: torch.Tensor, c: torch.Tensor, r0: int, t0: int, plan: _Pla
     non-negatives; ``v`` = the incoming gradient times exp(-LSE)."""
     if plan.tile_form is not None:
         x, row_labels, col_labels = _marked_tile(a, c, r0, t0, plan)
-        return maybe_compiled(gradient_tile, True)(x, row_labels, col_labels, *plan.tile_form, v_rows, v_cols)
+        run = maybe_compiled(gradient_tile, True, plan.health)
+        return run(x, row_labels, col_labels, *plan.tile_form, v_rows, v_cols)
     weight = v_rows[:, None] if v_cols is None else v_rows[:, None] + v_cols[None, :]
     if plan.closed:
         return _exp_tile(a, c, r0, t0, plan, True).mul_(weight)
@@ -344,27 +348,20 @@ def _through_map(g: torch.Tensor, x: torch.Tensor, logit_map: LogitMap | None) -
     return out
 
 
-def streaming_negative_lse(
-    anchors: torch.Tensor,
-    candidates: torch.Tensor,
-    exclude_cols: torch.Tensor | None = None,
-    *,
-    ratios: tuple[float, ...] = (),
-    logit_map: LogitMap | None = None,
-    bias_cols: torch.Tensor | None = None,
-    bias: float = 0.0,
-    labels: BlockLabels | None = None,
-    bound: float | None = None,
-) -> list[torch.Tensor]:
-    """LSE over each anchor's negatives of ``phi(anchors @ candidates.T)`` [A], then (no grad) at ``r *`` the
-    logits for each ratio r. ``labels`` (anchors' [A], candidates' [M]): a candidate of its anchor's label is no
-    negative.
+class Streaming:
+    """The streaming backend: any request, any batch size (the last a plan hands on to)."""
 
-    Shapes:
-        anchors: [A, D] (pre-scaled by 1/tau for a scalar temperature); candidates: [M, D];
-        exclude_cols: [A, k] columns that are not negatives; bias_cols: [A] one column per row that gets
-        ``bias`` added to its logit; ``bound``: the largest |logit| before the bias (1 / tau for unit rows), which
-        lets the sums go without a running maximum (:func:`sums_fit`). Returns ``1 + len(ratios)`` tensors [A].
-    """
-    plan = make_plan(anchors, candidates, exclude_cols, ratios, logit_map, bias_cols, bias, labels, bound)
-    return list(_StreamingNegativeLSE.apply(anchors, candidates, plan))
+    name = "stream"
+    may_fail = False
+
+    def accepts(self, request: Request) -> bool:
+        return True
+
+    def run(self, request: Request) -> list[torch.Tensor]:
+        """LSE over each anchor's negatives of ``phi(scale * anchors @ candidates.T)`` [A], then (no grad) at ``r *``
+        the logits for each ratio r: ``1 + len(ratios)`` tensors [A]."""
+        anchors = request.scaled_anchors()
+        return list(_StreamingNegativeLSE.apply(anchors, request.candidates, make_plan(request, anchors)))
+
+
+BACKEND = Streaming()

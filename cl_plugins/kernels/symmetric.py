@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from .contract import Request
 from .streaming import (
     _Plan,
     finish_forward,
@@ -30,9 +31,8 @@ from .streaming import (
     tile_sums,
 )
 
-if TYPE_CHECKING:  # the extension types import these kernels
+if TYPE_CHECKING:
     from ..labels import BlockLabels
-    from .lazy import LogitMap
 
 
 def is_symmetric(exclude_cols: torch.Tensor | None, labels: BlockLabels | None) -> bool:
@@ -46,33 +46,34 @@ def is_symmetric(exclude_cols: torch.Tensor | None, labels: BlockLabels | None) 
     return bool((exclude_cols[exclude_cols] == rows[:, None, None]).any(dim=2).all())
 
 
-def symmetric_plan(
-    units: torch.Tensor,
-    exclude_cols: torch.Tensor | None = None,
-    *,
-    ratios: tuple[float, ...] = (),
-    logit_map: LogitMap | None = None,
-    labels: BlockLabels | None = None,
-    bound: float | None = None,
-) -> _Plan | None:
-    """The plan of ``units`` against themselves if each tile may stand for its transpose (bounded sums, symmetric
-    exclusions), else None (then :func:`~cl_plugins.kernels.streaming.streaming_negative_lse` or the one-buffer
-    kernel applies)."""
-    plan = make_plan(units, units, exclude_cols, ratios, logit_map, None, 0.0, labels, bound)
-    return plan if plan.bounded and is_symmetric(exclude_cols, labels) else None
+class Symmetric:
+    """The backend of a block of anchors against themselves by halves: bounded sums, symmetric exclusions."""
+
+    name = "symmetric"
+    may_fail = False
+
+    def accepts(self, request: Request) -> bool:
+        return request.own
+
+    def run(self, request: Request) -> list[torch.Tensor] | None:
+        """:meth:`Streaming.run <cl_plugins.kernels.streaming.Streaming.run>` of the block, each tile computed once
+        for both directions; None where a tile may not stand for its transpose (unbounded sums, unsymmetric
+        exclusions or labels).
+
+        Shapes:
+            anchors = candidates: [A, D] unit rows; scale: a float or a 0-dim tensor (a learnable 1 / tau gets its
+            gradient). Returns ``1 + len(ratios)`` tensors [A].
+        """
+        units, scale = request.candidates, request.scale
+        plan = make_plan(request, units)
+        if not (plan.bounded and is_symmetric(request.exclude, request.labels)):
+            return None
+        if not isinstance(scale, torch.Tensor):
+            scale = units.new_tensor(float(scale))
+        return list(_SymmetricNegativeLSE.apply(units, scale, plan))
 
 
-def symmetric_negative_lse(units: torch.Tensor, scale: float | torch.Tensor, plan: _Plan) -> list[torch.Tensor]:
-    """:func:`~cl_plugins.kernels.streaming.streaming_negative_lse` of ``scale * units`` against ``units`` under
-    ``plan`` (:func:`symmetric_plan`), each tile computed once for both directions.
-
-    Shapes:
-        units: [A, D] unit rows; scale: a float or a 0-dim tensor (a learnable 1 / tau gets its gradient).
-        Returns ``1 + len(ratios)`` tensors [A].
-    """
-    if not isinstance(scale, torch.Tensor):
-        scale = units.new_tensor(float(scale))
-    return list(_SymmetricNegativeLSE.apply(units, scale, plan))
+BACKEND = Symmetric()
 
 
 def _side(plan: _Plan, device: torch.device) -> int:

@@ -28,79 +28,25 @@ On the CPU it runs only under Triton's interpreter (``TRITON_INTERPRET=1``), whi
 
 from __future__ import annotations
 
-import os
-import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
-from .streaming import refuse_second_derivative, streaming_negative_lse
+from .contract import Request, TritonMap
+from .streaming import BACKEND as STREAMING
+from .streaming import refuse_second_derivative
+from .triton_jit import available, refuse_unusable, tl, triton, usable_on
 
 if TYPE_CHECKING:
     from ..labels import BlockLabels
-    from .lazy import LogitMap
 
-try:  # optional: pip install "cl-plugins[triton]"
-    import triton
-    import triton.language as tl
-except ImportError:  # pragma: no cover - exercised where triton is absent
-    triton = None  # type: ignore[assignment]
-    tl = None  # type: ignore[assignment]
+__all__ = ["TritonConfig", "Triton", "available", "refuse_unusable", "usable_on", "using"]
 
 BLOCK = 32
-
-
-def triton_map(function: Callable[..., Any]) -> Any:
-    """Decorates a per-pair map's Triton form, ``function(x, params, constant) -> (phi(x), phi'(x), stat(x))`` on a
-    block of float32 cosines ``x``: ``params`` is the tuple of :attr:`TritonMap.params` (runtime floats),
-    ``constant`` the compile-time :attr:`TritonMap.constant` (branch on it freely). The ``triton.jit`` function, or
-    None where Triton is absent (the strategy's map then has no Triton form). Write numbers as literals: a jitted
-    function reads no module globals."""
-    return None if triton is None else triton.jit(function)
-
-
-@dataclass(frozen=True)
-class TritonMap:
-    """A per-pair map's form for ``kernel="triton"``: ``function`` (from :func:`triton_map`, in the strategy's file)
-    called per tile as ``function(x, params, constant)``.
-
-    Args:
-        function: the jitted map, returning (logit, d logit / dx, statistic) of the cosines (the statistic is summed,
-            minimised and maximised over the negatives only where the :class:`~cl_plugins.kernels.lazy.LogitMap`
-            has ``on_stats``)
-        params: the map's runtime parameters, floats (default: ``()``)
-        constant: a compile-time value the function may branch on, e.g. a profile's number (default: 0)
-    """
-
-    function: Any
-    params: tuple[float, ...] = ()
-    constant: int = 0
-
-    @classmethod
-    def of(cls, function: Any, params: tuple[float, ...] = (), constant: int = 0) -> TritonMap | None:
-        """The form, or None where ``function`` is (Triton absent: :func:`triton_map` gave None)."""
-        return None if function is None else cls(function, params, constant)
-
-
-def available() -> bool:
-    """Triton imports; a kernel can then run on CUDA tensors, or on CPU ones under ``TRITON_INTERPRET=1``."""
-    return triton is not None
-
-
-def usable_on(device: torch.device) -> bool:
-    return available() and (device.type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1")
-
-
-def refuse_unusable(device: torch.device) -> None:
-    if not available():
-        raise ValueError("kernel='triton' needs the triton package: pip install 'cl-plugins[triton]'")
-    if not usable_on(device):
-        raise ValueError(f"kernel='triton' runs on CUDA tensors (these are on {device}); use kernel='auto' here "
-                         "(Triton's interpreter, TRITON_INTERPRET=1, runs it on the CPU for tests)")  # fmt: skip
 
 
 if triton is not None:
@@ -270,9 +216,6 @@ if triton is not None:
         tl.store(out_ptr + cols[:, None] * D + d[None, :], acc, mask=(cols[:, None] < M) & (d[None, :] < D))
 
 
-_state = {"failed": False}
-
-
 def _next_power_of_two(n: int) -> int:
     return 1 << max(4, (n - 1).bit_length())  # tl.dot takes 16 and up
 
@@ -331,7 +274,8 @@ class TritonConfig:
 #: streaming kernel takes 57; with bf16 products, half-precision features, 14.8 against ``F.cross_entropy``'s 26.0)
 DEFAULTS = {128: TritonConfig(precision="bf16x3", block_a=128, block_m=64, warps=8, stages=2),
             0: TritonConfig(precision="bf16x3", block_a=64, block_m=64, block_d=128, out_d=256, stages=1)}  # fmt: skip
-_config: dict[str, TritonConfig | None] = {"now": None}
+#: the configuration :func:`using` set in this context (None: :data:`DEFAULTS`)
+_config: ContextVar[TritonConfig | None] = ContextVar("cl_plugins_triton_config", default=None)
 
 
 #: the products of half-precision features: their own dtype on the tensor cores, float32 accumulation. The product
@@ -346,45 +290,31 @@ def config_for(dim: int, device: torch.device, dtype: torch.dtype = torch.float3
     :func:`using`, else the default, with products in the features' own dtype where it is a half one
     (:data:`HALF_PRECISIONS`). Triton's interpreter lacks the split products and multiplies bf16 blocks wrongly
     (Triton 3.9): on the CPU every precision multiplies in float32."""
-    if _config["now"] is not None:
-        return _config["now"]
+    if _config.get() is not None:
+        return _config.get()  # type: ignore[return-value]
     config = DEFAULTS[128] if _next_power_of_two(dim) <= 128 else DEFAULTS[0]
     if device.type != "cuda":
         return replace(config, precision="ieee")
     return replace(config, precision=HALF_PRECISIONS[dtype]) if dtype in HALF_PRECISIONS else config
 
 
-_features: ContextVar[torch.dtype | None] = ContextVar("cl_plugins_features", default=None)
-
-
-@contextmanager
-def features_of(dtype: torch.dtype) -> Iterator[None]:
-    """Inside the block, the rows the kernels see (float32 unit rows: the loss up-casts before normalising) came
-    from features of ``dtype``: a half one takes its own products (:func:`config_for`), as the features' own
-    matrix product would. The loss's forward sets it; the backward reads the configuration its forward chose."""
-    token = _features.set(dtype)
-    try:
-        yield
-    finally:
-        _features.reset(token)
-
-
-def features_dtype(a: torch.Tensor, c: torch.Tensor) -> torch.dtype:
-    """The dtype whose products the kernels take for rows ``a``, ``c``: theirs where both are one half dtype,
-    else the features' set by :func:`features_of` (float32 where none is)."""
+def features_dtype(a: torch.Tensor, c: torch.Tensor, features: torch.dtype = torch.float32) -> torch.dtype:
+    """The dtype whose products the kernels take for rows ``a``, ``c``: theirs where both are one half dtype, else
+    that of the ``features`` they came from (the loss's inputs: float32 unit rows of half-precision features take
+    half products, as the features' own matrix product would)."""
     if a.dtype == c.dtype and a.dtype in HALF_PRECISIONS:
         return a.dtype
-    return _features.get() or torch.float32
+    return features
 
 
 @contextmanager
 def using(config: TritonConfig | None) -> Iterator[None]:
     """Run the Triton kernels with ``config`` inside the block (benchmarks and tests compare configurations)."""
-    before, _config["now"] = _config["now"], config
+    token = _config.set(config)
     try:
         yield
     finally:
-        _config["now"] = before
+        _config.reset(token)
 
 
 def _operands(a: torch.Tensor, c: torch.Tensor, config: TritonConfig) -> tuple[torch.Tensor, torch.Tensor]:
@@ -394,22 +324,23 @@ def _operands(a: torch.Tensor, c: torch.Tensor, config: TritonConfig) -> tuple[t
 
 
 class _Spec:
-    """Everything the three kernels take besides the embeddings, in their order."""
+    """Everything the three kernels take besides the embeddings, in their order, for ``request``'s block (its
+    excluded columns, labels, bias and map) under ``config``."""
 
-    def __init__(self, a: torch.Tensor, c: torch.Tensor, exclude_cols: torch.Tensor | None,
-                 labels: BlockLabels | None, bias_cols: torch.Tensor | None, bias: float,
-                 logit_map: LogitMap | None, config: TritonConfig) -> None:  # fmt: skip
+    def __init__(self, a: torch.Tensor, c: torch.Tensor, request: Request, config: TritonConfig) -> None:
         dummy = a.new_zeros(1, dtype=torch.long)
-        ex = dummy if exclude_cols is None else exclude_cols.long().contiguous()
+        exclude, labels, bias_cols = request.exclude, request.labels, request.bias_cols
+        ex = dummy if exclude is None else exclude.long().contiguous()
         la, lc = (dummy, dummy) if labels is None else (labels.anchor.long().contiguous(),
                                                         labels.candidate.long().contiguous())
+        logit_map = request.logit_map
         form = TritonMap(_scalar) if logit_map is None else logit_map.triton
         assert form is not None  # supports() declined maps without one
         params = tuple(float(v) for v in form.params) or (0.0,)  # a tuple argument is never empty
-        k = 0 if exclude_cols is None else exclude_cols.shape[1]
+        k = 0 if exclude is None else exclude.shape[1]
         bias_t = dummy if bias_cols is None else bias_cols.long().contiguous()
-        self.common = (a.shape[0], c.shape[0], a.shape[1], ex, k, la, lc, labels is not None, bias_t, float(bias),
-                       bias_cols is not None, form.function, params, form.constant)  # fmt: skip
+        self.common = (a.shape[0], c.shape[0], a.shape[1], ex, k, la, lc, labels is not None, bias_t,
+                       float(request.bias), bias_cols is not None, form.function, params, form.constant)  # fmt: skip
         self.config, self.logit_map = config, logit_map
         self.sizes = config.sizes(a.shape[1])
 
@@ -418,46 +349,34 @@ class _Spec:
         return triton.cdiv(n, block), (triton.cdiv(dp, do) if out_columns else 1)
 
 
-def supports(logit_map: LogitMap | None, ratios: tuple[float, ...], dtype: torch.dtype = torch.float32) -> bool:
-    """Whether the Triton kernel takes this map, these extra scales (at most one, dual temperature's) and this dtype
-    (float64 keeps its precision on the streaming kernel)."""
-    mapped = logit_map is None or logit_map.triton is not None
-    return len(ratios) <= 1 and mapped and dtype != torch.float64 and not _state["failed"]
+def supports(request: Request, dtype: torch.dtype) -> bool:
+    """Whether the Triton kernels take this request's map (one with a Triton form), extra scales (at most one, dual
+    temperature's) and rows of ``dtype`` (float64 keeps its precision on the streaming kernel), on its device."""
+    mapped = request.logit_map is None or request.logit_map.triton is not None
+    return len(request.ratios) <= 1 and mapped and dtype != torch.float64 and usable_on(request.anchors.device)
 
 
-def _fail(error: Exception) -> None:
-    """A kernel that cannot compile or launch here: warned about once, the streaming kernel from then on."""
-    _state["failed"] = True
-    first = str(error).strip().splitlines()[0] if str(error).strip() else ""
-    warnings.warn(f"cl_plugins: the Triton loss kernel failed ({type(error).__name__}: {first}); streaming instead",
-                  RuntimeWarning, stacklevel=3)  # fmt: skip
-
-
-def prepare(a: torch.Tensor, c: torch.Tensor, exclude_cols: torch.Tensor | None, labels: BlockLabels | None,
-            logit_map: LogitMap | None, bias_cols: torch.Tensor | None = None,
-            bias: float = 0.0) -> tuple[torch.Tensor, torch.Tensor, _Spec]:  # fmt: skip
-    """(the rows the kernels read, everything else they take) for ``a`` against ``c``, under the configuration of
-    their width and features' dtype (:func:`config_for`)."""
-    config = config_for(a.shape[1], a.device, features_dtype(a, c))
+def prepare(a: torch.Tensor, c: torch.Tensor, request: Request) -> tuple[torch.Tensor, torch.Tensor, _Spec]:
+    """(the rows the kernels read, everything else they take) for ``a`` against ``c`` in ``request``'s block,
+    under the configuration of their width and features' dtype (:func:`config_for`)."""
+    config = config_for(a.shape[1], a.device, features_dtype(a, c, request.choice.features))
     a_in, c_in = _operands(a, c, config)
-    return a_in, c_in, _Spec(a_in, c_in, exclude_cols, labels, bias_cols, bias, logit_map, config)
+    return a_in, c_in, _Spec(a_in, c_in, request, config)
 
 
-def streamed_gradients(a_in: torch.Tensor, c_in: torch.Tensor, g: torch.Tensor, exclude_cols: torch.Tensor | None,
-                       labels: BlockLabels | None, logit_map: LogitMap | None, bias_cols: torch.Tensor | None = None,
-                       bias: float = 0.0, transposed: tuple[BlockLabels | None, torch.Tensor] | None = None,
+def streamed_gradients(a_in: torch.Tensor, c_in: torch.Tensor, g: torch.Tensor, request: Request,
+                       transposed: tuple[BlockLabels | None, torch.Tensor] | None = None,
                        ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
-    """dL/da, dL/dc of ``sum_i g_i LSE_i`` from the streaming kernel (exact), for a backward whose Triton kernels
-    failed; with ``transposed`` = (the transpose's labels, g2), plus ``sum_j g2_j LSE'_j`` of ``c`` against ``a``
-    (the same excluded columns)."""
+    """dL/da, dL/dc of ``sum_i g_i LSE_i`` from the streaming kernel (exact) for ``request``'s block with rows
+    ``a_in`` (pre-scaled) and ``c_in``, for a backward whose Triton kernels failed; with ``transposed`` = (the
+    transpose's labels, g2), plus ``sum_j g2_j LSE'_j`` of ``c`` against ``a`` (the same excluded columns)."""
     with torch.enable_grad():
         a, c = a_in.detach().float().requires_grad_(), c_in.detach().float().requires_grad_()
-        lse = streaming_negative_lse(a, c, exclude_cols, logit_map=logit_map, bias_cols=bias_cols, bias=bias,
-                                     labels=labels)[0]  # fmt: skip
-        total = (lse * g).sum()
+        rows = replace(request, anchors=a, candidates=c, scale=1.0, ratios=(), bond=None)
+        total = (STREAMING.run(rows)[0] * g).sum()
         if transposed is not None:
-            back = streaming_negative_lse(c, a, exclude_cols, logit_map=logit_map, labels=transposed[0])[0]
-            total = total + (back * transposed[1]).sum()
+            back = replace(rows, anchors=c, candidates=a, labels=transposed[0], bias_cols=None, bias=0.0)
+            total = total + (STREAMING.run(back)[0] * transposed[1]).sum()
         grad_a, grad_c = torch.autograd.grad(total, (a, c))
     return grad_a, grad_c
 
@@ -498,16 +417,15 @@ def backward_launch(a_in: torch.Tensor, c_in: torch.Tensor, spec: _Spec, rows: t
 
 class _TritonNegativeLSE(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, a, c, plan):  # type: ignore[override]
-        exclude_cols, labels, bias_cols, bias, logit_map, ratios = plan
+    def forward(ctx, a, c, request):  # type: ignore[override]
         with torch.autocast(device_type=a.device.type, enabled=False), torch.no_grad():
-            a_in, c_in, spec = prepare(a, c, exclude_cols, labels, logit_map, bias_cols, bias)
-            lse, extra, stats = forward_lse(a_in, c_in, spec, ratios)
+            a_in, c_in, spec = prepare(a, c, request)
+            lse, extra, stats = forward_lse(a_in, c_in, spec, request.ratios)
             if stats is not None:
-                logit_map.on_stats(*stats)
+                request.logit_map.on_stats(*stats)
         ctx.save_for_backward(a_in, c_in, lse)
-        ctx.spec, ctx.dtypes, ctx.plan = spec, (a.dtype, c.dtype), plan
-        outs = [lse.to(a.dtype)] + ([extra.to(a.dtype)] if ratios else [])
+        ctx.spec, ctx.dtypes, ctx.request = spec, (a.dtype, c.dtype), request
+        outs = [lse.to(a.dtype)] + ([extra.to(a.dtype)] if request.ratios else [])
         ctx.mark_non_differentiable(*outs[1:])
         return tuple(outs)
 
@@ -515,42 +433,33 @@ class _TritonNegativeLSE(torch.autograd.Function):
     def backward(ctx, grad, *unused):  # type: ignore[override]
         refuse_second_derivative("Triton")
         a_in, c_in, lse = ctx.saved_tensors
-        spec: _Spec = ctx.spec
         g = grad.float().contiguous()
         try:
-            grad_a, grad_c = backward_launch(a_in, c_in, spec, (lse, g))
+            grad_a, grad_c = backward_launch(a_in, c_in, ctx.spec, (lse, g))
         except Exception as error:  # noqa: BLE001 - a backward kernel that cannot compile here: streamed, exact
-            _fail(error)
-            exclude_cols, labels, bias_cols, bias, logit_map, _ = ctx.plan
-            grad_a, grad_c = streamed_gradients(a_in, c_in, g, exclude_cols, labels, logit_map, bias_cols, bias)
+            ctx.request.health.fail(Triton.name, error)
+            grad_a, grad_c = streamed_gradients(a_in, c_in, g, ctx.request)
         return grad_a.to(ctx.dtypes[0]), grad_c.to(ctx.dtypes[1]), None
 
 
-def triton_negative_lse(
-    anchors: torch.Tensor,
-    candidates: torch.Tensor,
-    exclude_cols: torch.Tensor | None = None,
-    *,
-    ratios: tuple[float, ...] = (),
-    logit_map: LogitMap | None = None,
-    bias_cols: torch.Tensor | None = None,
-    bias: float = 0.0,
-    labels: BlockLabels | None = None,
-) -> list[torch.Tensor] | None:
-    """:func:`~cl_plugins.kernels.streaming.streaming_negative_lse` on the Triton kernels; None where they do not
-    apply (:func:`supports`) or once a launch has failed (warned about once; the caller streams instead; a backward
-    whose kernels fail takes its gradients from the streaming kernel).
+class Triton:
+    """The Triton backend for one direction: any block whose map has a Triton form, on CUDA tensors (or under
+    Triton's interpreter), with at most one extra scale; its LSE from one forward launch, its gradients from two
+    backward kernels (streamed, exact, where they fail to compile).
 
     Shapes:
-        anchors: [A, D] (pre-scaled by 1/tau for a scalar temperature); candidates: [M, D]; exclude_cols: [A, k];
-        bias_cols: [A]; labels: the block's (:class:`~cl_plugins.labels.BlockLabels`). Returns ``1 + len(ratios)``
-        tensors [A].
+        anchors: [A, D] (scaled by ``scale`` here); candidates: [M, D]; exclude: [A, k]; bias_cols: [A]. Returns
+        ``1 + len(ratios)`` tensors [A].
     """
-    if not supports(logit_map, ratios, anchors.dtype):
-        return None
-    plan = (exclude_cols, labels, bias_cols, bias, logit_map, tuple(ratios))
-    try:
-        return list(_TritonNegativeLSE.apply(anchors, candidates, plan))
-    except Exception as error:  # noqa: BLE001 - a kernel that cannot compile here: the streaming kernel is exact
-        _fail(error)
-        return None
+
+    name = "triton"
+    may_fail = True
+
+    def accepts(self, request: Request) -> bool:
+        return supports(request, request.anchors.dtype)
+
+    def run(self, request: Request) -> list[torch.Tensor]:
+        return list(_TritonNegativeLSE.apply(request.scaled_anchors(), request.candidates, request))
+
+
+BACKEND = Triton()

@@ -186,7 +186,7 @@ class DySTreSSLoss(ContrastiveLoss):
         triton = TritonMap.of(_triton_form, (self.tau_min, self.tau_max, self.shift, self.scale),
                               PROFILES.index(self.profile))  # fmt: skip
         return LogitMap.of_terms(_terms, params, derivative=self.detach, statistic=True, on_stats=on_stats,
-                                 bound=1.0 / self.tau_min, compile_maps=self.compile_maps,
+                                 bound=1.0 / self.tau_min, compile_maps=self.compile_maps, health=self.kernel_health,
                                  triton=triton if self.detach else None)  # fmt: skip
 
     def logits(self, sim: torch.Tensor | LazyLogits, pairs: Pairs) -> torch.Tensor | LazyLogits:

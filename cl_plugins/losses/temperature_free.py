@@ -115,7 +115,7 @@ class TemperatureFreeLoss(ContrastiveLoss):
         lo, hi = self._bounds
         bound = math.log((2 - self.eps) / self.eps)  # 2 atanh(1 - eps)
         return LogitMap.of_terms(_terms, (lo, hi), closed=closed_form, bound=bound, compile_maps=self.compile_maps,
-                                 triton=TritonMap.of(_triton_form, (lo, hi)))  # fmt: skip
+                                 triton=TritonMap.of(_triton_form, (lo, hi)), health=self.kernel_health)  # fmt: skip
 
     def logits(self, sim: torch.Tensor | LazyLogits, pairs: Pairs) -> torch.Tensor | LazyLogits:
         positive = pairs.positive(sim).detach()

@@ -24,13 +24,15 @@ CASES = [
 def restore():
     yield
     compiled.set_compile(None)
-    compiled._state["failed"] = False
 
 
-def _loss_and_grads(name, kwargs, kernel, dtype, labels=None):  # type: ignore[no-untyped-def]
+def _loss_and_grads(name, kwargs, kernel, dtype, labels=None, loss_fn=None):  # type: ignore[no-untyped-def]
+    """(per-anchor losses, their gradients), stats: of ``loss_fn``, or of a new loss ``name`` with ``kwargs``; a
+    loss whose map failed to compile is refused (``torch.compile`` must work where these tests run)."""
     g = torch.Generator().manual_seed(0)
     z1, z2 = (torch.randn(12, 6, generator=g, dtype=dtype, requires_grad=True) for _ in range(2))
-    loss_fn = clp.build_loss(name, kernel=kernel, reduction="none", **kwargs).to(dtype)
+    if loss_fn is None:
+        loss_fn = clp.build_loss(name, kernel=kernel, reduction="none", **kwargs).to(dtype)
     extra = {} if labels is None else {"labels": labels}
     loss = loss_fn(z1, z2, **extra)
     return (loss, *torch.autograd.grad(loss.sum(), (z1, z2))), loss_fn.stats
@@ -44,7 +46,6 @@ def test_compiled_maps_equal_the_eager_ones(name, kwargs, kernel, restore):
         eager, eager_stats = _loss_and_grads(name, kwargs, kernel, dtype)
         compiled.set_compile(True)
         ours, ours_stats = _loss_and_grads(name, kwargs, kernel, dtype)
-        assert not compiled._state["failed"], "torch.compile is unavailable here"
         for a, b in zip(ours, eager):
             torch.testing.assert_close(a, b, rtol=tol, atol=tol)
         assert ours_stats.keys() == eager_stats.keys()
@@ -69,7 +70,8 @@ def test_whole_tiles_compiled_equal_the_eager_ones(name, kwargs, layout, labelle
     used: list[str] = []
     original = compiled.maybe_compiled
     for module in (streaming, fused):
-        monkeypatch.setattr(module, "maybe_compiled", lambda fn, on=None: used.append(fn.__name__) or original(fn, on))
+        monkeypatch.setattr(module, "maybe_compiled", lambda fn, on=None, health=None: used.append(fn.__name__)
+                            or original(fn, on, health))
     expected = {"forward_sums", "gradient_tile"} if kernel == "stream" else {"chunk_forward"}
     options = {**kwargs, "layout": layout, **({"label_policy": "exclude"} if labelled else {})}
     labels = torch.arange(12) % 4 if labelled else None
@@ -79,7 +81,6 @@ def test_whole_tiles_compiled_equal_the_eager_ones(name, kwargs, layout, labelle
         assert not used
         compiled.set_compile(True)
         ours, ours_stats = _loss_and_grads(name, options, kernel, dtype, labels)
-        assert not compiled._state["failed"], "torch.compile is unavailable here"
         assert set(used) == expected
         used.clear()
         for a, b in zip(ours, eager):
@@ -98,39 +99,57 @@ def test_the_switch_follows_the_environment_unless_set(monkeypatch, restore):
     assert compiled.compile_enabled()
 
 
-def test_a_failing_backend_falls_back_to_the_eager_map_once(monkeypatch, restore):
-    def broken(fn, **kwargs):  # type: ignore[no-untyped-def]
+def test_a_failing_compilation_falls_back_to_the_eager_map_for_that_loss_only(monkeypatch, restore):
+    """One warning, the eager map from then on for the loss whose compilation failed, the same values; another
+    loss in the process keeps compiling."""
+    failing = {"now": True}
+    calls: list[str] = []
+
+    def flaky(fn, **kwargs):  # type: ignore[no-untyped-def]
         def call(*args):  # type: ignore[no-untyped-def]
-            raise RuntimeError("no C++ compiler here\ncompiler output follows")
+            calls.append(fn.__name__)
+            if failing["now"]:
+                raise RuntimeError("no C++ compiler here\ncompiler output follows")
+            return fn(*args)
 
         return call
 
-    monkeypatch.setattr(compiled, "_state", {"enabled": True, "failed": False, "compiled": {}})
-    monkeypatch.setattr(torch, "compile", broken)
-    with pytest.warns(RuntimeWarning, match="running them eagerly") as record:
-        ours, _ = _loss_and_grads("temperature_free", {}, "fused", torch.float64)
+    compiled.compiled_form.cache_clear()
+    monkeypatch.setattr(torch, "compile", flaky)
+    first = clp.build_loss("temperature_free", kernel="fused", reduction="none", compile_maps=True).double()
+    with pytest.warns(RuntimeWarning, match="compiled map kernel failed") as record:
+        ours, _ = _loss_and_grads("", {}, "", torch.float64, loss_fn=first)
     assert len(record) == 1 and "\n" not in str(record[0].message)
-    assert not compiled.compile_enabled()
+    assert not first.kernel_health.usable("compiled map")
+    calls.clear()
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no second warning: the eager maps from now on
-        again, _ = _loss_and_grads("temperature_free", {}, "fused", torch.float64)
-    compiled._state["enabled"] = False
-    eager, _ = _loss_and_grads("temperature_free", {}, "fused", torch.float64)
-    for a, b, c in zip(ours, again, eager):
-        torch.testing.assert_close(a, c, rtol=0, atol=0)
-        torch.testing.assert_close(b, c, rtol=0, atol=0)
+        again, _ = _loss_and_grads("", {}, "", torch.float64, loss_fn=first)
+    assert not calls  # this loss no longer tries
+    failing["now"] = False
+    second = clp.build_loss("temperature_free", kernel="fused", reduction="none", compile_maps=True).double()
+    other, _ = _loss_and_grads("", {}, "", torch.float64, loss_fn=second)
+    assert calls and second.kernel_health.usable("compiled map")  # the other loss still compiles
+    compiled.compiled_form.cache_clear()  # the real torch.compile for the tests after this one
+    eager, _ = _loss_and_grads("temperature_free", {"compile_maps": False}, "fused", torch.float64)
+    for a, b, c, d in zip(ours, again, other, eager):
+        for value in (a, b, c):
+            torch.testing.assert_close(value, d, rtol=0, atol=0)
 
 
-def test_a_loss_can_ask_for_its_own_choice(restore):
+def test_a_loss_can_ask_for_its_own_choice(restore, monkeypatch):
     """``compile_maps=True`` compiles that loss's map with the switch off; ``False`` keeps it eager with it on."""
     compiled.set_compile(False)
-    compiled._state["compiled"].clear()
+    compiled.compiled_form.cache_clear()
     _loss_and_grads("temperature_free", {"compile_maps": False}, "fused", torch.float64)
-    assert not compiled._state["compiled"]
+    assert compiled.compiled_form.cache_info().currsize == 0
     compiled.set_compile(True)
     _loss_and_grads("temperature_free", {"compile_maps": False}, "fused", torch.float64)
-    assert not compiled._state["compiled"]
+    assert compiled.compiled_form.cache_info().currsize == 0
     compiled.set_compile(False)
+    used: list[object] = []
+    original = compiled.compiled_form
+    monkeypatch.setattr(compiled, "compiled_form", lambda fn: used.append(fn) or original(fn))
     _loss_and_grads("temperature_free", {"compile_maps": True}, "fused", torch.float64)
     # the map's terms and closed form, and the fused kernel's chunk
-    assert set(compiled._state["compiled"]) == {_terms, closed_form, chunk_forward}
+    assert set(used) == {_terms, closed_form, chunk_forward}

@@ -13,6 +13,7 @@ import torch
 import cl_plugins as clp
 from cl_plugins.base import ContrastiveLoss
 from cl_plugins.kernels import dispatch, fused, streaming
+from cl_plugins.kernels.contract import Backend, KernelChoice, Request
 
 STREAMABLE = [n for n in clp.available_losses()
               if clp.get_loss_class(n).scalar_temperature
@@ -50,6 +51,13 @@ def _run(name: str, kernel: str, layout: str, data: dict[str, torch.Tensor], aut
     inputs = [z1, z2] + ([hard] if call.get("hard") else []) + list(loss_fn.parameters())
     grads = torch.autograd.grad(loss.sum(), inputs)
     return loss.detach(), grads, loss_fn.stats
+
+
+def negative_lse(backend: Backend, a: torch.Tensor, c: torch.Tensor, exclude: torch.Tensor | None = None,
+                 kernel: str = "triton", **fields: object) -> list[torch.Tensor] | None:  # fmt: skip
+    """``backend`` run on the request of ``a`` against ``c`` with ``exclude`` and ``fields`` (None: declined)."""
+    request = Request(a, c, exclude, choice=KernelChoice(kernel), **fields)  # type: ignore[arg-type]
+    return backend.run(request) if backend.accepts(request) else None
 
 
 def _assert_same(a, b, rtol: float, atol: float) -> None:  # type: ignore[no-untyped-def]

@@ -6,6 +6,8 @@ the streaming kernel."""
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Iterator
 from dataclasses import replace
 from types import SimpleNamespace
 
@@ -14,23 +16,23 @@ import torch
 
 import cl_plugins as clp
 from cl_plugins.extension import LogitMap, TritonMap, tl, triton_map
-from cl_plugins.kernels import dispatch, streaming, triton_lse, triton_pair
+from cl_plugins.kernels import dispatch, streaming, triton_jit, triton_lse, triton_pair
 from tests.dist_utils import run_distributed, split
-from tests.kernels.test_streaming import LAYOUTS, STREAMABLE, _assert_same, _inputs, _run
+from tests.kernels.test_streaming import LAYOUTS, STREAMABLE, _assert_same, _inputs, _run, negative_lse
 
 pytestmark = pytest.mark.skipif(not triton_lse.available(), reason="triton is not installed")
 
 
 @pytest.fixture(autouse=True)
-def small_blocks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+def small_blocks(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     """16-row blocks (the smallest tl.dot takes): the 18 rows of a SimCLR block make two, the second ragged; counts
     the kernels' launches (one direction, both of a block and its transpose, or a block against itself)."""
-    monkeypatch.setitem(triton_lse._config, "now", triton_lse.TritonConfig(block_a=16, block_m=16))
     calls: list[int] = []
     for function in (triton_lse._TritonNegativeLSE, triton_pair._TritonPairLSE, triton_pair._TritonSelfLSE):
         original = function.apply
         monkeypatch.setattr(function, "apply", lambda *a, original=original: calls.append(1) or original(*a))
-    return calls
+    with triton_lse.using(triton_lse.TritonConfig(block_a=16, block_m=16)):
+        yield calls
 
 
 def _close(ours: tuple, reference: tuple) -> None:
@@ -101,7 +103,7 @@ def test_a_row_with_no_negative_gets_minus_infinity_and_no_gradient() -> None:
     a = torch.randn(3, 6, requires_grad=True)
     c = torch.randn(2, 6, requires_grad=True)
     exclude = torch.tensor([[0, 1], [0, 0], [1, 1]])  # row 0 excludes both candidates
-    lse = triton_lse.triton_negative_lse(a, c, exclude)[0]
+    lse = negative_lse(triton_lse.BACKEND, a, c, exclude)[0]
     assert lse[0] == float("-inf") and torch.isfinite(lse[1:]).all()
     lse[1:].sum().backward()
     expected = torch.stack([a[1] @ c[1], a[2] @ c[0]])  # one negative each: its logit
@@ -118,17 +120,16 @@ def test_auto_takes_triton_on_a_gpu_where_it_was_measured_faster(monkeypatch: py
     def rows(dim: int, device: str = "cuda") -> SimpleNamespace:
         return SimpleNamespace(device=torch.device(device), shape=(8, dim), dtype=torch.float32)
 
-    monkeypatch.setattr(triton_lse, "usable_on", lambda device: True)
+    monkeypatch.setattr(dispatch, "usable_on", lambda device: True)
     cases = {(1 << 20, 128): "dense", (1 << 26, 128): "triton", (1 << 30, 96): "triton", (1 << 30, 129): "stream"}
     for (size, dim), expected in cases.items():
         assert dispatch.auto(rows(dim), size) == expected, (size, dim)  # type: ignore[arg-type]
     half = {(1 << 20, 512): "dense", (1 << 26, 512): "triton", (1 << 30, 513): "stream"}
     for dtype in (torch.bfloat16, torch.float16):
-        with triton_lse.features_of(dtype):
-            for (size, dim), expected in half.items():
-                assert dispatch.auto(rows(dim), size) == expected, (size, dim, dtype)  # type: ignore[arg-type]
+        for (size, dim), expected in half.items():
+            assert dispatch.auto(rows(dim), size, dtype) == expected, (size, dim, dtype)  # type: ignore[arg-type]
     assert dispatch.auto(rows(512), 1 << 30) == "stream"  # type: ignore[arg-type]
-    monkeypatch.setattr(triton_lse, "usable_on", lambda device: False)
+    monkeypatch.setattr(dispatch, "usable_on", lambda device: False)
     assert dispatch.auto(rows(128), 1 << 30) == "stream"  # type: ignore[arg-type]
     assert dispatch.auto(rows(128, "cpu"), 1 << 30) == "stream"  # type: ignore[arg-type]
 
@@ -137,8 +138,8 @@ def test_the_loss_tells_the_kernels_its_features_dtype(monkeypatch: pytest.Monke
     """The kernels see float32 unit rows; the features' own dtype reaches the kernel choice and configuration."""
     seen = []
 
-    def auto(rows: torch.Tensor, size: int) -> str:
-        seen.append((rows.dtype, triton_lse.features_dtype(rows, rows)))
+    def auto(rows: torch.Tensor, size: int, features: torch.dtype = torch.float32) -> str:
+        seen.append((rows.dtype, triton_lse.features_dtype(rows, rows, features)))
         return "stream"
 
     monkeypatch.setattr(dispatch, "auto", auto)
@@ -146,7 +147,9 @@ def test_the_loss_tells_the_kernels_its_features_dtype(monkeypatch: pytest.Monke
         z = torch.randn(2, 6, 8).to(dtype)
         clp.build_loss("dystress")(z[0], z[1])
     assert seen == [(torch.float32, torch.bfloat16), (torch.float32, torch.float32)]
-    assert triton_lse.features_dtype(torch.ones(1), torch.ones(1)) == torch.float32  # the block is left
+    assert triton_lse.features_dtype(torch.ones(1), torch.ones(1)) == torch.float32
+    half = torch.ones(1, dtype=torch.float16)
+    assert triton_lse.features_dtype(half, half) == torch.float16  # half rows: their own products
 
 
 def test_refused_in_one_line_where_it_cannot_run(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -154,7 +157,7 @@ def test_refused_in_one_line_where_it_cannot_run(monkeypatch: pytest.MonkeyPatch
     with pytest.raises(ValueError, match="kernel='triton' runs on CUDA tensors") as info:
         clp.build_loss("infonce", kernel="triton")(torch.randn(4, 3), torch.randn(4, 3))
     assert "\n" not in str(info.value)
-    monkeypatch.setattr(triton_lse, "triton", None)
+    monkeypatch.setattr(triton_jit, "triton", None)
     with pytest.raises(ValueError, match=r"pip install 'cl-plugins\[triton\]'"):
         clp.build_loss("infonce", kernel="triton")(torch.randn(4, 3), torch.randn(4, 3))
 
@@ -163,13 +166,39 @@ def test_a_failing_kernel_streams_instead_with_one_warning(monkeypatch: pytest.M
     def broken(*args, **kwargs):  # type: ignore[no-untyped-def]
         raise RuntimeError("no GPU driver\ndetails")
 
-    monkeypatch.setattr(triton_lse, "_state", {"failed": False})
     monkeypatch.setattr(triton_lse._TritonNegativeLSE, "forward", staticmethod(broken))
     data = _inputs(torch.float32)
-    with pytest.warns(RuntimeWarning, match="streaming instead"):  # one direction: the one-direction kernel
+    with pytest.warns(RuntimeWarning, match="the triton kernel failed") as record:  # one direction's kernel
         ours = _run("dystress", "triton", "cross_view", data)
+    assert len(record) == 1 and "\n" not in str(record[0].message)
     _assert_same(ours, _run("dystress", "stream", "cross_view", data), rtol=1e-6, atol=1e-7)
-    assert triton_lse._state["failed"]
+
+
+def test_a_failing_kernel_is_off_for_that_loss_only(monkeypatch: pytest.MonkeyPatch, small_blocks: list[int]) -> None:
+    """The loss whose Triton kernel failed streams from then on, without another warning; a loss built before or
+    after it keeps its Triton kernel."""
+    forward = triton_lse._TritonNegativeLSE.forward
+    failing = {"now": False}
+
+    def flaky(*args, **kwargs):  # type: ignore[no-untyped-def]
+        if failing["now"]:
+            raise RuntimeError("no GPU driver")
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(triton_lse._TritonNegativeLSE, "forward", staticmethod(flaky))
+    z = torch.randn(2, 9, 6)
+    first, other = (clp.build_loss("dystress", layout="cross_view", kernel="triton") for _ in range(2))
+    failing["now"] = True
+    with pytest.warns(RuntimeWarning, match="the triton kernel failed"):
+        first(z[0], z[1])
+    failing["now"] = False
+    small_blocks.clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        first(z[0], z[1])
+        assert not small_blocks and not first.kernel_health.usable("triton")  # streamed, silently
+        other(z[0], z[1])
+    assert small_blocks and other.kernel_health.usable("triton")  # the other loss: still Triton
 
 
 def test_a_failing_backward_takes_the_streaming_kernels_gradients(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -180,7 +209,6 @@ def test_a_failing_backward_takes_the_streaming_kernels_gradients(monkeypatch: p
 
             return launch
 
-    monkeypatch.setattr(triton_lse, "_state", {"failed": False})
     monkeypatch.setattr(triton_lse, "_backward_anchors", Broken())
     data = _inputs(torch.float32)
     with pytest.warns(RuntimeWarning, match="out of resources"):
@@ -224,9 +252,9 @@ def test_a_map_written_outside_the_package_runs_on_the_kernel(small_blocks: list
     unit = torch.nn.functional.normalize(torch.randn(2, 19, 8, generator=g), dim=-1)
     exclude = torch.arange(19)[:, None]
     grads = []
-    for run in (triton_lse.triton_negative_lse, streaming.streaming_negative_lse):
+    for backend in (triton_lse.BACKEND, streaming.BACKEND):
         a, c = unit[0].clone().requires_grad_(), unit[1].clone().requires_grad_()
-        lse = run(a, c, exclude, logit_map=logit_map)[0]
+        lse = negative_lse(backend, a, c, exclude, logit_map=logit_map)[0]
         grads.append((lse.detach(), *torch.autograd.grad(lse.square().sum(), (a, c))))
     assert small_blocks, "the Triton kernel ran"
     for ours, reference in zip(grads[0], grads[1], strict=True):

@@ -5,6 +5,7 @@ and scale."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
@@ -14,17 +15,16 @@ import cl_plugins as clp
 from cl_plugins import layouts
 from cl_plugins.extension import LazyLogits
 from cl_plugins.kernels import lazy, streaming, triton_lse, triton_pair
-from cl_plugins.kernels.dispatch import KernelChoice
-from tests.kernels.test_streaming import STREAMABLE
+from cl_plugins.kernels.contract import Bond, KernelChoice
+from tests.kernels.test_streaming import STREAMABLE, negative_lse
 
 SYMMETRIC = [n for n in STREAMABLE if "cross_view" in clp.get_loss_class(n).layouts]
 OWN = [(n, layout) for n in STREAMABLE for layout in ("simclr", "grace") if layout in clp.get_loss_class(n).layouts]
 
 
 @pytest.fixture(autouse=True)
-def launches(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+def launches(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, int]]:
     """16-row blocks; counts the one-direction and the two-direction launches."""
-    monkeypatch.setitem(triton_lse._config, "now", triton_lse.TritonConfig(block_a=16, block_m=16))
     counts = {"one": 0, "two": 0, "own": 0}
     for key, function in (("one", triton_lse._TritonNegativeLSE), ("two", triton_pair._TritonPairLSE),
                           ("own", triton_pair._TritonSelfLSE)):  # fmt: skip
@@ -35,7 +35,8 @@ def launches(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
             return original(*args)
 
         monkeypatch.setattr(function, "apply", counted)
-    return counts
+    with triton_lse.using(triton_lse.TritonConfig(block_a=16, block_m=16)):
+        yield counts
 
 
 def _loss_and_grads(name: str, kernel: str, dtype: torch.dtype, labels: bool = False,
@@ -78,20 +79,20 @@ def test_a_block_against_itself_from_one_backward_kernel(name: str, layout: str,
 def test_a_block_against_itself_with_unsymmetric_exclusions_runs_apart(launches: dict) -> None:
     u = torch.nn.functional.normalize(torch.randn(20, 8), dim=1).requires_grad_()
     exclude = ((torch.arange(20) + 1) % 20)[:, None]  # row i excludes i + 1, which does not exclude i
-    assert triton_pair.triton_self_negative_lse(u, 5.0, exclude) is None
+    assert negative_lse(triton_pair.SELF, u, u, exclude, scale=5.0) is None
     ours = LazyLogits(u, u, kernel=KernelChoice("triton")).__truediv__(0.2).negative_lse(exclude)[0]
     assert launches == {"one": 1, "two": 0, "own": 0}
-    reference = streaming.streaming_negative_lse(u * 5.0, u, exclude)[0]
+    reference = negative_lse(streaming.BACKEND, u * 5.0, u, exclude)[0]
     torch.testing.assert_close(ours, reference.detach(), rtol=1e-6, atol=1e-6)
 
 
-def _lazy(a: torch.Tensor, c: torch.Tensor, mirror: triton_pair.Mirror, scale: float = 1.0) -> LazyLogits:
-    return LazyLogits(a, c, kernel=KernelChoice("triton"), mirror=mirror) / (1.0 / scale)
+def _lazy(a: torch.Tensor, c: torch.Tensor, bond: Bond, scale: float = 1.0) -> LazyLogits:
+    return LazyLogits(a, c, kernel=KernelChoice("triton"), bond=bond) / (1.0 / scale)
 
 
 def _streamed(a: torch.Tensor, c: torch.Tensor, scale: float) -> torch.Tensor:
     exclude = torch.arange(a.shape[0])[:, None]
-    return streaming.streaming_negative_lse(a * scale, c, exclude)[0]
+    return negative_lse(streaming.BACKEND, a * scale, c, exclude)[0]
 
 
 @pytest.mark.parametrize("second_scale,expected", [(5.0, {"one": 0, "two": 1, "own": 0}),
@@ -100,11 +101,11 @@ def _streamed(a: torch.Tensor, c: torch.Tensor, scale: float) -> torch.Tensor:
 def test_a_bonded_pair_equals_the_two_directions_apart(second_scale: float, expected: dict, launches: dict) -> None:
     g = torch.Generator().manual_seed(6)
     a, c = (torch.nn.functional.normalize(torch.randn(20, 8, generator=g), dim=1).requires_grad_() for _ in range(2))
-    mirror, exclude = triton_pair.Mirror(), torch.arange(20)[:, None]
-    first = _lazy(a, c, mirror, 5.0).negative_lse(exclude)[0]
-    second = _lazy(c, a, mirror, second_scale).negative_lse(exclude)[0]
+    bond, exclude = Bond(), torch.arange(20)[:, None]
+    first = _lazy(a, c, bond, 5.0).negative_lse(exclude)[0]
+    second = _lazy(c, a, bond, second_scale).negative_lse(exclude)[0]
     assert launches == expected
-    assert (mirror.left is None) == (second_scale == 5.0)  # a leftover is taken once, then gone
+    assert not bond.slot  # a leftover is taken once, then gone (or dropped by a partner at another scale)
     weights = torch.linspace(0.5, 1.5, 20)
 
     def total(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -128,8 +129,7 @@ def test_a_failing_backward_takes_the_streaming_kernels_gradients(layout: str, t
         raise RuntimeError("out of resource: shared memory")
 
     monkeypatch.setattr(triton_pair, target, broken)
-    monkeypatch.setitem(triton_lse._state, "failed", False)
-    with pytest.warns(RuntimeWarning, match="Triton loss kernel failed"):
+    with pytest.warns(RuntimeWarning, match="the triton kernel failed"):
         ours = _loss_and_grads("learnable", "triton", torch.float32, layout=layout)
     for x, y in zip(ours, reference, strict=True):  # the temperature's gradient too
         torch.testing.assert_close(x, y, rtol=1e-5, atol=2e-6)
@@ -138,12 +138,12 @@ def test_a_failing_backward_takes_the_streaming_kernels_gradients(layout: str, t
 def test_only_a_block_and_its_own_transpose_are_bonded() -> None:
     z1, z2, hard = torch.randn(3, 6, 4).unbind(0)
     both = layouts._cross_view(z1, z2, True, None, layouts._local, None)
-    assert both[0].mirror is not None and both[0].mirror is both[1].mirror
-    assert layouts._cross_view(z1, z2, False, None, layouts._local, None)[0].mirror is None
-    assert all(b.mirror is None for b in layouts._cross_view(z1, z2, False, hard, layouts._local, None))
+    assert both[0].bond is not None and both[0].bond is both[1].bond
+    assert layouts._cross_view(z1, z2, False, None, layouts._local, None)[0].bond is None
+    assert all(b.bond is None for b in layouts._cross_view(z1, z2, False, hard, layouts._local, None))
     gathered = layouts._cross_view(z1, z2, True, None, lambda x: (torch.cat([x, x]), 0), None)  # other ranks' rows
-    assert all(b.mirror is None for b in gathered)
-    assert lazy.LazyLogits(z1, z2).mirror is None  # built by hand: no bond
+    assert all(b.bond is None for b in gathered)
+    assert lazy.LazyLogits(z1, z2).bond is None  # built by hand: no bond
 
 
 def test_rows_of_4096_features_in_the_wide_default_chunks() -> None:

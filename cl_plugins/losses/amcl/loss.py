@@ -255,7 +255,7 @@ class AMCLLoss(ContrastiveLoss):
     def _anchor_loss(self, net: AnchorTemperature, block: PairBlock, pairs: Pairs) -> torch.Tensor:
         lazy = block.lazy()
         tau = net(block.anchors).to(lazy.dtype)
-        kernel = choose(self.kernel, block.anchors, block.size)
+        kernel = choose(self.kernel, block.anchors, block.size, health=self.kernel_health)
         if kernel.name != "dense":  # s_ij / tau_i = (a_i / tau_i) . c_j: the scalar kernel with rescaled anchors
             logits: torch.Tensor | LazyLogits = LazyLogits(lazy.anchors / tau[:, None], lazy.candidates, lazy.positives,
                                                            kernel=kernel, labels=lazy.labels)  # fmt: skip

@@ -1,0 +1,266 @@
+"""The kernels' contract, which imports no backend: a per-pair map (:class:`LogitMap`, its Triton form
+:class:`TritonMap`), the one request every backend serves (:class:`Request`), the choice a loss made for a block
+(:class:`KernelChoice`), a loss's record of backends that failed on it (:class:`KernelHealth`), the bond of two
+blocks that are each other's transpose (:class:`Bond`) and what a backend is (:class:`Backend`).
+
+Every backend module (:mod:`.fused`, :mod:`.streaming`, :mod:`.symmetric`, :mod:`.triton_lse`,
+:mod:`.triton_pair`) imports this one and exports a :class:`Backend`; :mod:`.dispatch` orders them for a request and
+runs the first that accepts it; :class:`~cl_plugins.kernels.lazy.LazyLogits` builds the request.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+import torch
+
+from .compiled import maybe_compiled, resolve
+from .tiles import exp_of_closed_form, exp_of_terms
+
+if TYPE_CHECKING:
+    from ..labels import BlockLabels
+
+Pair = tuple[torch.Tensor, torch.Tensor]
+Terms = tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]
+
+
+class KernelHealth:
+    """The backends that failed on one loss (a Triton kernel that cannot compile or launch here, a map that cannot
+    be compiled), each warned about once: off for that loss from then on, on for every other loss."""
+
+    def __init__(self) -> None:
+        self.off: dict[str, str] = {}
+
+    def usable(self, name: str) -> bool:
+        return name not in self.off
+
+    def fail(self, name: str, error: BaseException) -> None:
+        """``name`` failed with ``error``: one warning naming both, and the backend is off for this loss."""
+        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        self.off[name] = f"{type(error).__name__}: {first}"
+        warnings.warn(f"cl_plugins: the {name} kernel failed ({self.off[name]}); this loss runs without it from now "
+                      "on (the next kernel gives the same values)", RuntimeWarning, stacklevel=3)  # fmt: skip
+
+    def __repr__(self) -> str:
+        return f"KernelHealth(off={sorted(self.off)})"
+
+
+@dataclass(frozen=True)
+class TritonMap:
+    """A per-pair map's form for ``kernel="triton"``: ``function`` (a ``triton.jit`` function from
+    :func:`cl_plugins.extension.triton_map`, in the strategy's file) called per tile as ``function(x, params,
+    constant)``.
+
+    Args:
+        function: the jitted map, returning (logit, d logit / dx, statistic) of the cosines (the statistic is summed,
+            minimised and maximised over the negatives only where the :class:`LogitMap` has ``on_stats``)
+        params: the map's runtime parameters, floats (default: ``()``)
+        constant: a compile-time value the function may branch on, e.g. a profile's number (default: 0)
+    """
+
+    function: Any
+    params: tuple[float, ...] = ()
+    constant: int = 0
+
+    @classmethod
+    def of(cls, function: Any, params: tuple[float, ...] = (), constant: int = 0) -> TritonMap | None:
+        """The form, or None where ``function`` is (Triton absent: ``triton_map`` gave None)."""
+        return None if function is None else cls(function, params, constant)
+
+
+@dataclass(frozen=True)
+class LogitMap:
+    """An elementwise logit ``phi(x)`` of the cosine ``x``, with its derivative: the forms the kernels take, which a
+    strategy makes from its map stated once (:meth:`of_terms`).
+
+    ``with_derivative(x) -> (phi(x), phi'(x))``; without it the kernels differentiate ``value`` with autograd
+    inside each tile (exact, slower) and the one-buffer kernel of :mod:`cl_plugins.kernels.fused` does not apply.
+    ``with_stat(x) -> (phi(x), stat(x))`` (optional): a per-pair quantity whose sum, min and max over the
+    negatives are passed to ``on_stats(sum, min, max)`` after the forward pass. ``full(x) -> (phi(x), phi'(x),
+    stat(x))`` computes all three at once where they share work (default: ``with_derivative`` and ``with_stat``).
+    ``exp_form(x, grad) -> (exp(phi(x)), exp(phi(x)) phi'(x) or None)`` (optional): the exponential (and, with
+    ``grad``, the softmax numerator's derivative factor) in closed form, for a map bounded enough that the
+    kernels may sum ``exp(phi)`` without a running maximum (temperature-free: with r = 1 / (1 - s),
+    ``exp(2 atanh s) = 2 r - 1`` and ``exp(phi) phi' = 2 r^2``: one reciprocal per pair, no transcendental
+    function). ``exp_form`` needs ``bound``.
+    """
+
+    value: Callable[[torch.Tensor], torch.Tensor]
+    with_derivative: Callable[[torch.Tensor], Pair] | None = None
+    with_stat: Callable[[torch.Tensor], Pair] | None = None
+    on_stats: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], None] | None = None
+    full: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor, torch.Tensor]] | None = None
+    exp_form: Callable[[torch.Tensor, bool], tuple[torch.Tensor, torch.Tensor | None]] | None = None
+    #: the largest |phi(x)| over x in [-1, 1] (None: unknown); small enough, the kernels sum exp(phi) without a
+    #: running maximum (:func:`cl_plugins.kernels.streaming.sums_fit`)
+    bound: float | None = None
+    #: ``(form, args)``: the whole-tile form of :mod:`cl_plugins.kernels.tiles`, ``form(x, *args, grad) ->
+    #: (exp(phi), exp(phi) phi' or None, stat or None)``; set when the map is compiled, and then the streaming kernels
+    #: compile each whole tile
+    tile_form: tuple[Callable[..., Any], tuple[Any, ...]] | None = None
+    #: the map's form for ``kernel="triton"``, a jitted function from the strategy's own file (None: that kernel
+    #: streams this map instead)
+    triton: TritonMap | None = None
+
+    @classmethod
+    def of_terms(cls, terms: Callable[..., Terms], params: tuple[Any, ...] = (), *, derivative: bool = True,
+                 statistic: bool = False, on_stats: Callable[..., None] | None = None, bound: float | None = None,
+                 closed: Callable[..., tuple[torch.Tensor, torch.Tensor | None]] | None = None,
+                 compile_maps: bool | None = None, triton: TritonMap | None = None,
+                 health: KernelHealth | None = None) -> LogitMap:  # fmt: skip
+        """A map stated once: ``terms(x, *params, derivative, statistic) -> (phi(x), phi'(x) or None, stat(x) or
+        None)``, a module-level torch function of the cosines that computes phi' and the statistic only where the two
+        flags ask for them (differentiable by autograd in ``phi`` where it is called on the positives; compiled once,
+        not per tile, with ``compile_maps``); every form the kernels take comes from it.
+
+        Args:
+            terms: the map; its derivative is used where ``derivative`` (default: True; else autograd per tile),
+                its statistic where ``statistic`` (default: False), reported to ``on_stats`` (default: None)
+            params: ``terms``' parameters after the cosines (default: ``()``)
+            bound: the largest |phi| over the cosines (default: None, unknown)
+            closed: ``closed(x, *params, grad) -> (exp(phi), exp(phi) phi' or None)``, the exponential in closed
+                form where it is cheaper than ``exp(phi)`` (default: None)
+            compile_maps: compile the terms and whole tiles (a loss's ``compile_maps``; default: None, the
+                process's setting, :mod:`cl_plugins.kernels.compiled`)
+            triton: the map's form for ``kernel="triton"`` (default: None)
+            health: the loss's :class:`KernelHealth` (a failed compilation turns compiling off for that loss only;
+                default: None, a record of this map's own)
+        """
+        health = KernelHealth() if health is None else health
+        compile_maps = resolve(compile_maps) and health.usable("compiled map")
+        run = maybe_compiled(terms, compile_maps, health)
+        run_closed = None if closed is None else maybe_compiled(closed, compile_maps, health)
+
+        def full(s: torch.Tensor) -> Terms:
+            return run(s, *params, True, statistic)
+
+        def with_derivative(s: torch.Tensor) -> Pair:
+            phi, slope, _ = run(s, *params, True, False)
+            return phi, slope  # type: ignore[return-value]
+
+        def with_stat(s: torch.Tensor) -> Pair:
+            phi, _, stat = run(s, *params, False, True)
+            return phi, stat  # type: ignore[return-value]
+
+        def exp_form(s: torch.Tensor, grad: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+            return run_closed(s, *params, grad)  # type: ignore[misc]
+
+        tiles = None
+        if compile_maps and derivative:
+            form = (exp_of_terms, (terms, *params, statistic))
+            tiles = form if closed is None else (exp_of_closed_form, (closed, *params))
+        # the positives' logits, through autograd: eager, as the map is written
+        return cls(lambda s: terms(s, *params, False, False)[0], with_derivative if derivative else None,
+                   with_stat if statistic else None, on_stats, full if derivative else None,  # type: ignore[arg-type]
+                   None if closed is None else exp_form, bound, tiles, triton)  # fmt: skip
+
+    def evaluate(self, x: torch.Tensor, want: str | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(phi(x), the ``want``-ed companion: ``"stat"``, ``"derivative"`` or None)."""
+        if want == "stat" and self.with_stat is not None:
+            return self.with_stat(x)
+        if want == "derivative" and self.with_derivative is not None:
+            return self.with_derivative(x)
+        return self.value(x), None
+
+    def evaluate_all(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """(phi(x), phi'(x), stat(x) or None): what the one-buffer kernel needs (``with_derivative`` required)."""
+        if self.full is not None:
+            return self.full(x)
+        assert self.with_derivative is not None
+        value, derivative = self.with_derivative(x)
+        return value, derivative, None if self.with_stat is None else self.with_stat(x)[1]
+
+
+@dataclass(eq=False)
+class Bond:
+    """Two blocks of one loss call that are each other's transpose (CLIP's two directions in one process), as the
+    layout made them; ``slot`` is the backends' to use (a kernel that serves both directions at once leaves the
+    second's result there until it asks)."""
+
+    slot: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class KernelChoice:
+    """What a loss chose for a block (:func:`cl_plugins.kernels.dispatch.choose`): ``name`` is ``"dense"``
+    (autograd on the [A, M] matrix), ``"fused"`` (one buffer), ``"stream"`` (tiles) or ``"triton"``; ``symmetric``:
+    a fused block of anchors against themselves streams by halves where that applies; ``features``: the dtype of
+    the features the unit rows came from (a half one takes half products on Triton); ``health``: the loss's record
+    of failed backends."""
+
+    name: str
+    symmetric: bool = False
+    features: torch.dtype = torch.float32
+    health: KernelHealth = field(default_factory=KernelHealth, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Request:
+    """One block's negatives' log-sum-exp, as every backend takes it: per anchor i, ``LSE_{j in neg(i)} l_ij`` with
+    ``l_ij = phi(scale * a_i . c_j)`` (``phi`` the identity without a map) plus ``bias`` at column ``bias_cols[i]``,
+    then (no grad) the LSE of ``r * l`` for each of ``ratios``.
+
+    Shapes:
+        anchors: [A, D], candidates: [M, D] (unit rows; ``candidates is anchors`` for a block against itself);
+        exclude: [A, k] columns that are no negatives, or None; bias_cols: [A] or None; labels: the block's
+        (:class:`~cl_plugins.labels.BlockLabels`) or None.
+    """
+
+    anchors: torch.Tensor
+    candidates: torch.Tensor
+    exclude: torch.Tensor | None = None
+    scale: float | torch.Tensor = 1.0
+    ratios: tuple[float, ...] = ()
+    logit_map: LogitMap | None = None
+    bias_cols: torch.Tensor | None = None
+    bias: float = 0.0
+    labels: BlockLabels | None = None
+    bond: Bond | None = None
+    choice: KernelChoice = field(default_factory=lambda: KernelChoice("fused"))
+
+    @property
+    def health(self) -> KernelHealth:
+        return self.choice.health
+
+    @property
+    def fusable(self) -> bool:
+        """The map (if any) has an explicit derivative: the one-buffer kernel applies."""
+        return self.logit_map is None or self.logit_map.with_derivative is not None
+
+    @property
+    def own(self) -> bool:
+        """A block of anchors against themselves with nothing besides (SimCLR's, one process)."""
+        return self.anchors is self.candidates and self.bias_cols is None
+
+    def scaled_anchors(self) -> torch.Tensor:
+        if isinstance(self.scale, float) and self.scale == 1.0:
+            return self.anchors
+        return self.anchors * self.scale
+
+    def bound(self) -> float | None:
+        """The largest |logit| before a bias: the map's (of unit cosines), else |scale| times the largest anchor and
+        candidate norms (1 for unit rows; AMCL's anchors come divided by their own temperatures)."""
+        if self.logit_map is not None:
+            return self.logit_map.bound
+        with torch.no_grad():
+            norms = [x.detach().norm(dim=1).amax() for x in (self.anchors, self.candidates) if x.shape[0]]
+            if len(norms) < 2:  # an empty side: nothing to sum, the kernels' own checks speak
+                return None
+            scale = self.scale.detach().abs().max() if isinstance(self.scale, torch.Tensor) else abs(self.scale)
+            return float(scale * torch.stack(norms).prod())
+
+
+class Backend(Protocol):
+    """A kernel: ``name`` (what a failure warning and :class:`KernelHealth` call it), ``may_fail`` (its compile or
+    launch may fail here, and the next backend then takes the request), ``accepts(request)`` and ``run(request) ->
+    [LSE, *LSE at each ratio]`` (forward and backward: the tensors carry autograd)."""
+
+    name: str
+    may_fail: bool
+
+    def accepts(self, request: Request) -> bool: ...
+
+    def run(self, request: Request) -> list[torch.Tensor]: ...
