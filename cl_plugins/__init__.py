@@ -20,10 +20,7 @@ adapters (:mod:`cl_plugins.integrations`) can answer ``--help`` before torch loa
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from ._api import *  # noqa: F403
+from typing import Any
 
 __version__ = "0.1.0"
 

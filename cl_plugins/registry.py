@@ -9,19 +9,26 @@ Example::
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import inspect
+import pkgutil
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from torch import nn
+if TYPE_CHECKING:
+    from torch import nn
 
-T = TypeVar("T", bound=type[nn.Module])
+T = TypeVar("T", bound="type[nn.Module]")
+
+#: the package of the bundled strategies: one module (or sub-package) each, named as the strategy
+BUNDLED_PACKAGE = "cl_plugins.losses"
 
 _REGISTRY: dict[str, type[nn.Module]] = {}
 
 
 def register_loss(name: str) -> Callable[[T], T]:
-    """Class decorator that registers a loss under ``name``."""
+    """Class decorator that registers a loss under ``name`` (a bundled strategy's is its module's name)."""
 
     def wrap(cls: T) -> T:
         if name in _REGISTRY and _REGISTRY[name] is not cls:
@@ -33,23 +40,27 @@ def register_loss(name: str) -> Callable[[T], T]:
     return wrap
 
 
-def _registered() -> dict[str, type[nn.Module]]:
-    """The registry with the bundled strategies in it (``cl_plugins`` imports them only on first use)."""
-    from . import losses  # noqa: F401
-
-    return _REGISTRY
+def bundled_names() -> list[str]:
+    """The strategies that ship with cl-plugins: the modules of :data:`BUNDLED_PACKAGE`, listed without importing
+    them (no torch: command-line help answers before torch loads)."""
+    spec = importlib.util.find_spec(BUNDLED_PACKAGE)
+    assert spec is not None and spec.submodule_search_locations is not None
+    return sorted(m.name for m in pkgutil.iter_modules(spec.submodule_search_locations) if not m.name.startswith("_"))
 
 
 def available_losses() -> list[str]:
-    """Sorted registry names."""
-    return sorted(_registered())
+    """Sorted registry names: the bundled strategies and any registered since (nothing imported)."""
+    return sorted({*bundled_names(), *_REGISTRY})
 
 
 def get_loss_class(name: str) -> type[nn.Module]:
+    """The class registered as ``name`` (a bundled strategy's module is imported on first use)."""
     if not isinstance(name, str):
         raise TypeError(f"loss name must be a string, got {type(name).__name__}")
     key = name.strip().lower().replace("-", "_")
-    if key not in _registered():
+    if key not in _REGISTRY and key in bundled_names():
+        importlib.import_module(f"{BUNDLED_PACKAGE}.{key}")
+    if key not in _REGISTRY:
         raise ValueError(f"unknown loss {name!r}; valid names are: {', '.join(available_losses())}")
     return _REGISTRY[key]
 
@@ -58,7 +69,7 @@ def accepted_arguments(cls: type[nn.Module]) -> list[str]:
     """Keyword arguments a registered loss accepts (its own and the common ones)."""
     names: list[str] = []
     for klass in cls.__mro__:
-        if klass is nn.Module or klass is object:
+        if klass.__module__.startswith("torch.") or klass is object:
             break
         if "__init__" not in klass.__dict__:
             continue

@@ -146,10 +146,18 @@ def test_the_labels_snippet_of_the_docs_runs():
     assert torch.isfinite(scope["loss"]) and scope["queue"].get_labels()[:8].tolist() == [0, 1, 2, 3] * 2
 
 
-def test_the_bundled_names_read_without_torch_are_the_registrys():
-    """``cl_plugins.strategy_names`` reads the ``@register_loss`` names from the files (for ``--help`` before torch
-    loads); it must name exactly the strategies that ship, as the registry has them."""
-    from cl_plugins.strategy_names import bundled_strategy_names
+def test_the_bundled_names_listed_without_torch_are_the_registered_ones():
+    """The registry lists the bundled strategies from their modules' names without importing them (for ``--help``
+    before torch loads); each module registers exactly the strategy of its name."""
+    import subprocess
+    import sys
 
+    from cl_plugins import registry
+
+    code = "import sys; from cl_plugins.registry import available_losses as a; print(a(), 'torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out.endswith(" False"), "listing the strategies imported torch"
     shipped = [n for n in clp.available_losses() if clp.get_loss_class(n).__module__.startswith("cl_plugins.losses")]
-    assert list(bundled_strategy_names()) == shipped
+    assert out == f"{shipped} False" and shipped == registry.bundled_names()
+    for name in shipped:
+        assert clp.get_loss_class(name).__module__.split(".")[2] == name

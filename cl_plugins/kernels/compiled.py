@@ -21,12 +21,11 @@ import functools
 import os
 from collections.abc import Callable
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
-if TYPE_CHECKING:
-    from .contract import KernelHealth
+from .health import KernelHealth
 
 ENV = "CL_PLUGINS_COMPILE"
 #: what :func:`set_compile` set in this context (None: follow ``$CL_PLUGINS_COMPILE``)

@@ -10,7 +10,6 @@ runs the first that accepts it; :class:`~cl_plugins.kernels.lazy.LazyLogits` bui
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -18,34 +17,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 import torch
 
 from .compiled import maybe_compiled, resolve
+from .health import KernelHealth
 from .tiles import exp_of_closed_form, exp_of_terms
 
 if TYPE_CHECKING:
     from ..labels import BlockLabels
 
+__all__ = ["Backend", "Bond", "KernelChoice", "KernelHealth", "LogitMap", "Request", "Terms", "TritonMap"]
+
 Pair = tuple[torch.Tensor, torch.Tensor]
 Terms = tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]
-
-
-class KernelHealth:
-    """The backends that failed on one loss (a Triton kernel that cannot compile or launch here, a map that cannot
-    be compiled), each warned about once: off for that loss from then on, on for every other loss."""
-
-    def __init__(self) -> None:
-        self.off: dict[str, str] = {}
-
-    def usable(self, name: str) -> bool:
-        return name not in self.off
-
-    def fail(self, name: str, error: BaseException) -> None:
-        """``name`` failed with ``error``: one warning naming both, and the backend is off for this loss."""
-        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
-        self.off[name] = f"{type(error).__name__}: {first}"
-        warnings.warn(f"cl_plugins: the {name} kernel failed ({self.off[name]}); this loss runs without it from now "
-                      "on (the next kernel gives the same values)", RuntimeWarning, stacklevel=3)  # fmt: skip
-
-    def __repr__(self) -> str:
-        return f"KernelHealth(off={sorted(self.off)})"
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from cl_plugins.strategy_names import bundled_strategy_names
+from cl_plugins.registry import bundled_names
 
 
 def output_dir_field(default: str, what: str = "checkpoints, models, results.json") -> Any:
@@ -22,7 +22,7 @@ def output_dir_field(default: str, what: str = "checkpoints, models, results.jso
 class RunConfig:
     """Fields of every trainer's config (each trainer adds its own, and may give ``output_dir`` its default)."""
 
-    loss: str = field(default="infonce", metadata={"help": f"strategy: {', '.join(bundled_strategy_names())}"})
+    loss: str = field(default="infonce", metadata={"help": f"strategy: {', '.join(bundled_names())}"})
     loss_args: dict[str, Any] = field(default_factory=dict, metadata={"help": "strategy parameters (--loss_arg)"})
     output_dir: str = output_dir_field("outputs/run")
     resume: bool = field(default=False, metadata={"help": "continue the run in --output_dir from its last checkpoint"})
