@@ -61,3 +61,102 @@ def test_no_kernel_names_a_strategy():
     for path in (ROOT / "cl_plugins" / "kernels").glob("*.py"):
         named = names & _code_words(path)
         assert not named, f"{path.relative_to(ROOT)} names {sorted(named)} in its code"
+
+
+CORE = [p for p in (ROOT / "cl_plugins").rglob("*.py") if "integrations" not in p.relative_to(ROOT).parts]
+#: the kernels that serve a request (:class:`cl_plugins.kernels.contract.Backend`): only ``kernels/`` names them
+BACKENDS = {f"cl_plugins.kernels.{m}" for m in ("fused", "streaming", "symmetric", "triton_lse", "triton_pair")}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def module_imports(path: Path, modules: set[str]) -> set[str]:
+    """The modules of ``modules`` that ``path`` imports at module level, type-only imports included (under ``if
+    TYPE_CHECKING``, ``try``): ``from P import x`` counts as ``P.x`` where that is a module, else as ``P``."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, (ast.If, ast.Try)):
+                visit(node.body)
+                visit(node.orelse)
+                for handler in getattr(node, "handlers", []):
+                    visit(handler.body)
+            elif isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+                base = ".".join([*parts, *([node.module] if node.module else [])])
+                found.update(f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names)
+
+    visit(ast.parse(path.read_text()).body)
+    return {m for m in found if m in modules and m != name}
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def strong(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = stack[stack.index(v):]
+            del stack[stack.index(v):]
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            strong(v)
+    return cycles
+
+
+def core_graph() -> dict[str, set[str]]:
+    modules = {_module_name(p) for p in CORE}
+    return {_module_name(p): module_imports(p, modules) for p in CORE}
+
+
+def test_the_core_has_no_import_circle():
+    """``cl_plugins`` outside ``integrations``: no module reaches itself through module-level or type-only imports
+    (the contract below the kernels, the executor above them, the façade above both)."""
+    assert import_cycles(core_graph()) == []
+    circle = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}  # the check itself finds one
+    assert import_cycles(circle) == [["a", "b", "c"]]
+
+
+def test_nothing_above_the_kernels_names_a_backend():
+    """Strategies, layouts, pairs and the façade reach the kernels through the contract, the executor and the
+    choice; the contract imports no backend."""
+    for module, imported in core_graph().items():
+        if not module.startswith("cl_plugins.kernels") or module == "cl_plugins.kernels.contract":
+            assert not imported & BACKENDS, f"{module} imports {sorted(imported & BACKENDS)}"
+
+
+MUTABLE = (ast.Dict, ast.List, ast.Set, ast.DictComp, ast.ListComp, ast.SetComp)
+
+
+def test_no_module_level_mutable_state_in_the_kernels():
+    """A kernel's failure, configuration or cache lives with the loss or the context that owns it (per-loss
+    :class:`~cl_plugins.kernels.contract.KernelHealth`, ContextVars), never in a module-level dict, list or set."""
+    for path in (ROOT / "cl_plugins" / "kernels").glob("*.py"):
+        for node in ast.parse(path.read_text()).body:
+            value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+            if isinstance(node, ast.Assign) and [getattr(t, "id", "") for t in node.targets] == ["__all__"]:
+                continue
+            called = isinstance(value, ast.Call) and getattr(value.func, "id", "") in ("dict", "list", "set")
+            assert not (isinstance(value, MUTABLE) or called), f"{path.name}:{node.lineno} holds mutable state"

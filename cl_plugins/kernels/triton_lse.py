@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 import torch
@@ -222,7 +223,7 @@ def _next_power_of_two(n: int) -> int:
 
 PRECISIONS = ("ieee", "tf32x3", "bf16x3", "bf16x6", "tf32", "bf16", "fp16")
 #: the operands' dtype on the tensor cores for the precisions that round the rows themselves
-ROUNDED = {"bf16": torch.bfloat16, "fp16": torch.float16}
+ROUNDED = MappingProxyType({"bf16": torch.bfloat16, "fp16": torch.float16})
 
 
 @dataclass(frozen=True)
@@ -272,8 +273,8 @@ class TritonConfig:
 #: 3.1e-7 of float64. Above D = 128 the only one of twelve that fits the 227 KiB of shared memory in bf16x3: 64 x 64
 #: blocks, chunks of 128 features, 256 gradient columns a program, 1 stage (47 ms at N = 16,384, D = 512, where the
 #: streaming kernel takes 57; with bf16 products, half-precision features, 14.8 against ``F.cross_entropy``'s 26.0)
-DEFAULTS = {128: TritonConfig(precision="bf16x3", block_a=128, block_m=64, warps=8, stages=2),
-            0: TritonConfig(precision="bf16x3", block_a=64, block_m=64, block_d=128, out_d=256, stages=1)}  # fmt: skip
+DEFAULTS = MappingProxyType({128: TritonConfig(precision="bf16x3", block_a=128, block_m=64, warps=8, stages=2),
+            0: TritonConfig(precision="bf16x3", block_a=64, block_m=64, block_d=128, out_d=256, stages=1)})  # fmt: skip
 #: the configuration :func:`using` set in this context (None: :data:`DEFAULTS`)
 _config: ContextVar[TritonConfig | None] = ContextVar("cl_plugins_triton_config", default=None)
 
@@ -282,7 +283,7 @@ _config: ContextVar[TritonConfig | None] = ContextVar("cl_plugins_triton_config"
 #: of two such numbers is exact in float32, so the forward loses nothing against splitting them as float32 rows
 #: (bf16x3 of a bf16 row is the row and two zero terms), at a third of the products (bf16 against bf16x3 measured
 #: 2.5x faster on the H200, docs/gpu.md); the gradient's block is rounded to the features' dtype, as they are
-HALF_PRECISIONS = {torch.bfloat16: "bf16", torch.float16: "fp16"}
+HALF_PRECISIONS = MappingProxyType({torch.bfloat16: "bf16", torch.float16: "fp16"})
 
 
 def config_for(dim: int, device: torch.device, dtype: torch.dtype = torch.float32) -> TritonConfig:
