@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import sys
 from collections.abc import Callable, Iterator
@@ -73,9 +74,9 @@ def _atanh_linear(x, params, unused):  # type: ignore[no-untyped-def]
     return 2.0 * x, x * 0.0 + 2.0, x * 0.0
 
 
-_dystress_own = dystress._triton_form
-#: (strategy, variant, the module whose ``_triton_form`` it replaces, the form or None for the strategy's own,
-#: the layout, the kernel)
+_dystress_own = dystress._map.triton
+#: (strategy, variant, the module whose statement's Triton form it replaces, the form or None for the strategy's
+#: own, the layout, the kernel)
 VARIANTS: tuple[tuple[str, str, Any, Any, dict[str, Any], str], ...] = (
     ("infonce", "own", None, None, CLIP, "triton"),
     ("dystress", "own", dystress, None, CLIP, "triton"),
@@ -94,15 +95,17 @@ VARIANTS: tuple[tuple[str, str, Any, Any, dict[str, Any], str], ...] = (
 
 @contextlib.contextmanager
 def swapped(module: Any, form: Any) -> Iterator[None]:
-    """The strategy's losses built inside the block take ``form`` as their Triton form."""
+    """The strategy's losses built inside the block take ``form`` as their statement's Triton form (its torch forms
+    as they are)."""
     if module is None or form is None:
         yield
         return
-    own, module._triton_form = module._triton_form, form
+    own = module._map
+    module._map = dataclasses.replace(own, triton=form)
     try:
         yield
     finally:
-        module._triton_form = own
+        module._map = own
 
 
 def profile(step: Callable[[], None], rows: int = 8) -> str:

@@ -15,7 +15,13 @@ from __future__ import annotations
 
 from .kernels.contract import LogitMap, Terms, TritonMap
 from .kernels.lazy import LazyLogits
+from .kernels.statement import LogitStatement, TorchMath, logit_statement
 from .kernels.triton_jit import tl, triton_map
 from .pairs import Pairs, reweighted_nll, softplus
 
-__all__ = ["LazyLogits", "LogitMap", "Pairs", "Terms", "TritonMap", "reweighted_nll", "softplus", "tl", "triton_map"]
+#: the math namespace a map stated once is written over (:mod:`cl_plugins.kernels.statement`): torch's here, for
+#: the source as it reads; :func:`logit_statement` binds it to torch's and Triton's
+m = TorchMath
+
+__all__ = ["LazyLogits", "LogitMap", "LogitStatement", "Pairs", "Terms", "TritonMap", "logit_statement", "m",
+           "reweighted_nll", "softplus", "tl", "triton_map"]  # fmt: skip

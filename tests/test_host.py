@@ -90,41 +90,42 @@ def test_hyperparameters_are_the_arguments_however_the_loss_was_built(name):
     assert torch.equal(rebuilt(*_views()), cls(**args).double()(*_views()))
 
 
-def test_the_strategy_authoring_snippet_of_the_docs_runs_on_every_kernel():
-    """docs/strategies.md "Writing a strategy": the extension types as exported, one strategy on three kernels."""
+def test_the_strategy_authoring_snippet_of_the_docs_runs_on_every_kernel(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """docs/strategies.md "Writing a strategy": the extension types as exported, one strategy on three kernels (from
+    a file of its own: Triton reads a statement's source)."""
+    _cubic_module(tmp_path)
+
+
+def _cubic_module(folder):  # type: ignore[no-untyped-def]
+    """The snippet of docs/strategies.md "Writing a strategy", imported from a file (its strategy unregistered
+    again: other tests list the shipped strategies)."""
+    import importlib.util
     import re
 
     from cl_plugins import registry
 
-    text = (ROOT / "docs" / "strategies.md").read_text()
-    section = text.split("## Writing a strategy", 1)[1]
-    snippet = re.search(r"```python\n(.*?)```", section, flags=re.S).group(1)
+    section = (ROOT / "docs" / "strategies.md").read_text().split("## Writing a strategy", 1)[1]
+    (folder / "cubic_strategy.py").write_text(re.search(r"```python\n(.*?)```", section, flags=re.S).group(1))
+    spec = importlib.util.spec_from_file_location("cubic_strategy", folder / "cubic_strategy.py")
+    module = importlib.util.module_from_spec(spec)
     try:
-        exec(compile(snippet, "docs/strategies.md", "exec"), {})
+        spec.loader.exec_module(module)
         assert "cubic" in clp.available_losses()
     finally:
-        registry._REGISTRY.pop("cubic", None)  # other tests list the shipped strategies
+        registry._REGISTRY.pop("cubic", None)
+    return module
 
 
-@pytest.mark.skipif(not clp.kernels.triton_lse.usable_on(torch.device("cpu")),
+@pytest.mark.skipif(not clp.kernels.triton_jit.usable_on(torch.device("cpu")),
                     reason="Triton's interpreter is not on (tests/conftest.py sets it unless --device cuda)")
-def test_the_triton_form_snippet_of_the_docs_runs_on_the_triton_kernel(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """docs/strategies.md "Writing a strategy", its second snippet: the map's Triton form, from a file of its own
-    (Triton reads a jitted function's source), equals the streaming kernel under Triton's interpreter."""
-    import importlib.util
-    import re
-
-    from cl_plugins.extension import LogitMap, TritonMap
+def test_the_strategy_snippet_of_the_docs_runs_on_the_triton_kernel(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The snippet's map on the Triton kernel under Triton's interpreter: the streaming kernel's values."""
     from cl_plugins.kernels import streaming, triton_lse
     from tests.kernels.test_streaming import negative_lse
 
-    section = (ROOT / "docs" / "strategies.md").read_text().split("## Writing a strategy", 1)[1]
-    (tmp_path / "cubic_triton.py").write_text(re.findall(r"```python\n(.*?)```", section, flags=re.S)[1])
-    spec = importlib.util.spec_from_file_location("cubic_triton", tmp_path / "cubic_triton.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    cubic = LogitMap(lambda s: 5 * s**3, with_derivative=lambda s: (5 * s**3, 15 * s**2), bound=5.0,
-                     triton=TritonMap.of(module._cubic_triton, (5.0,)))  # fmt: skip
+    module = _cubic_module(tmp_path)
+    cubic = module.CubicLoss().logit_map(None)
+    assert cubic.triton is not None and cubic.triton.function is module._cubic.triton
     unit = torch.nn.functional.normalize(torch.randn(2, 20, 16, generator=torch.Generator().manual_seed(0)), dim=-1)
     exclude = torch.arange(20)[:, None]
     ours = negative_lse(triton_lse.BACKEND, unit[0], unit[1], exclude, logit_map=cubic)

@@ -11,13 +11,14 @@ runs the first that accepts it; :class:`~cl_plugins.kernels.lazy.LazyLogits` bui
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
 from .compiled import maybe_compiled, resolve
 from .health import KernelHealth
+from .statement import LogitStatement, statement_closed, statement_terms
 from .tiles import exp_of_closed_form, exp_of_terms
 
 if TYPE_CHECKING:
@@ -85,6 +86,8 @@ class LogitMap:
     #: the map's form for ``kernel="triton"``, a jitted function from the strategy's own file (None: that kernel
     #: streams this map instead)
     triton: TritonMap | None = None
+    #: the statement every form above came from (:meth:`of_statement`), where one did
+    statement: LogitStatement | None = field(default=None, compare=False)
 
     @classmethod
     def of_terms(cls, terms: Callable[..., Terms], params: tuple[Any, ...] = (), *, derivative: bool = True,
@@ -137,6 +140,31 @@ class LogitMap:
         return cls(lambda s: terms(s, *params, False, False)[0], with_derivative if derivative else None,
                    with_stat if statistic else None, on_stats, full if derivative else None,  # type: ignore[arg-type]
                    None if closed is None else exp_form, bound, tiles, triton)  # fmt: skip
+
+    @classmethod
+    def of_statement(cls, statement: LogitStatement, params: tuple[float, ...] = (), constant: int = 0, *,
+                     derivative: bool = True, statistic: bool = False, closed: bool = False,
+                     on_stats: Callable[..., None] | None = None, bound: float | None = None,
+                     compile_maps: bool | None = None, health: KernelHealth | None = None) -> LogitMap:  # fmt: skip
+        """Every form of a map stated once (:func:`cl_plugins.kernels.statement.logit_statement`): its torch form
+        through :meth:`of_terms`, its Triton form as given.
+
+        Args:
+            statement: the map, ``(x, params, constant[, closed]) -> (phi, phi', statistic)``
+            params: its runtime parameters, floats (default: ``()``)
+            constant: the int it may branch on (default: 0)
+            derivative: the kernels take the derivative the statement returns (default: True); False: autograd
+                through the whole statement (its ``stop_gradient`` passing the gradient), and no Triton form
+            statistic: the statement's statistic is reported to ``on_stats`` (default: False)
+            closed: the statement gives the exponential in closed form with ``closed=True`` (default: False)
+            on_stats, bound, compile_maps, health: as :meth:`of_terms`
+        """
+        form = statement.torch if derivative else statement.through
+        triton = TritonMap.of(statement.triton, params, constant) if derivative else None
+        made = cls.of_terms(statement_terms, (form, params, constant), derivative=derivative, statistic=statistic,
+                            on_stats=on_stats, bound=bound, closed=statement_closed if closed else None,
+                            compile_maps=compile_maps, triton=triton, health=health)  # fmt: skip
+        return replace(made, statement=statement)
 
     def evaluate(self, x: torch.Tensor, want: str | None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(phi(x), the ``want``-ed companion: ``"stat"``, ``"derivative"`` or None)."""

@@ -38,7 +38,7 @@ CUDA_STREAM_FROM_ELEMENTS = 1 << 26
 #: At D = 512 Triton was faster for every strategy but dual temperature (77.5 against streaming's 59.8), so it stays
 #: at 128 for float32 features
 CUDA_TRITON_MAX_DIM = 128
-#: ... and this wide for half-precision features (bf16 products, :func:`triton_lse.features_of`): at N = 16,384,
+#: ... and this wide for half-precision features (bf16 products, :func:`triton_lse.features_dtype`): at N = 16,384,
 #: D = 512 on the H200 (2026-11-28) every strategy faster than streaming, InfoNCE 15.4 ms against 56.9 and
 #: ``F.cross_entropy``'s 25.8
 HALF_TRITON_MAX_DIM = 512

@@ -11,7 +11,7 @@ mask is made inside the loop from the two label vectors, never as an [R, T] tens
 
 A map takes part through ``LogitMap.tile_form = (form, args)``: ``form(x, *args, grad) -> (exp(phi(x)),
 exp(phi(x)) phi'(x) if grad else None, stat(x) or None)``, elementwise and bounded (the sums carry no maximum).
-:meth:`LogitMap.of_terms <cl_plugins.kernels.lazy.LogitMap.of_terms>` makes it from the map's terms
+:meth:`LogitMap.of_terms <cl_plugins.kernels.contract.LogitMap.of_terms>` makes it from the map's terms
 (:func:`exp_of_terms`) or from its closed-form exponential (:func:`exp_of_closed_form`).
 """
 

@@ -13,10 +13,10 @@ deterministic. A block that is also its transpose's (CLIP's two directions, SimC
 columns' term to G and serves both from one backward (:mod:`~cl_plugins.kernels.triton_pair`). A learned
 temperature is in the anchors (pre-scaled by 1/tau), so autograd carries its gradient.
 
-A per-pair map reaches the kernels as a :class:`TritonMap` (``LogitMap.triton``): a ``triton.jit`` function of a
-block of cosines, written in the strategy's own file (:func:`triton_map`), which the kernels take as a compile-time
-argument and call per tile, as FlexAttention's ``score_mod``: no kernel names a strategy. A map without a Triton form
-runs on the streaming kernel.
+A per-pair map reaches the kernels as a :class:`~cl_plugins.kernels.contract.TritonMap` (``LogitMap.triton``): the
+Triton form of the map the strategy states once in its own file (:mod:`cl_plugins.kernels.statement`), which the
+kernels take as a compile-time argument and call per tile, as FlexAttention's ``score_mod``: no kernel names a
+strategy. A map without a Triton form runs on the streaming kernel.
 
 How the kernels run is a :class:`TritonConfig` (:data:`DEFAULTS` by D, or one set with :func:`using`): the
 products' precision (by default bf16x3, three bf16 products of a hi/lo split on the tensor cores with float32

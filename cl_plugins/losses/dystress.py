@@ -31,17 +31,42 @@ Example::
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
 
 from ..base import ContrastiveLoss
-from ..extension import LazyLogits, LogitMap, Pairs, Terms, TritonMap, tl, triton_map
+from ..extension import LazyLogits, LogitMap, Pairs, logit_statement, m
 from ..registry import register_loss
 from ..validation import check_choice, check_positive, check_range, check_temperature
 
 PROFILES = ("cosine", "shifted", "linear", "exponential", "monotone")
+
+
+@logit_statement
+def _map(x, params, profile):  # type: ignore[no-untyped-def]
+    """The logit map stated once (:mod:`cl_plugins.kernels.statement`): (x / tau, 1 / tau, tau) with tau taken at
+    sg(x), the paper's; ``params`` = (tau_min, tau_max, shift, scale), ``profile`` the profile's index in
+    :data:`PROFILES`. The cosine profile as (1 - cos(pi x)) / 2 = sin(pi x / 2)^2, the monotone one as
+    (1 + sin(pi x / 2)) / 2: on Triton no cosine per pair (``m.sin_half_pi``)."""
+    tau_min, tau_max, shift, scale = params[0], params[1], params[2], params[3]
+    delta = tau_max - tau_min
+    s = m.stop_gradient(x)
+    if profile == 0:
+        sine = m.sin_half_pi(s)
+        tau = tau_min + delta * (sine * sine)
+    elif profile == 1:
+        window = tau_min + 0.5 * delta * (1.0 + m.cos((3.141592653589793 / scale) * (shift + s)))
+        inside = ((shift <= 0.0) & (s <= -shift)) | ((shift >= 0.0) & (s >= -shift))
+        tau = m.where(inside, window, tau_max)
+    elif profile == 2:
+        tau = tau_min + delta * m.abs(s)
+    elif profile == 3:
+        tau = tau_min + delta * (m.exp(m.abs(s)) - 1.0) / (2.718281828459045 - 1.0)
+    else:
+        tau = tau_min + 0.5 * delta * (1.0 + m.sin_half_pi(s))
+    inverse = 1.0 / tau
+    return x * inverse, inverse, tau
 
 
 def dystress_temperature(
@@ -52,72 +77,10 @@ def dystress_temperature(
     shift: float = 0.0,
     scale: float = 1.0,
 ) -> torch.Tensor:
-    """tau(s) of the given profile (see the module docstring), elementwise."""
-    delta = tau_max - tau_min
-    if profile == "cosine":  # cos(pi (1 + s)) = -cos(pi s): four passes over s, one new tile (on a CPU a fresh
-        # tile's pages cost as much as a pass)
-        return s.mul(math.pi).cos_().mul_(-0.5 * delta).add_(tau_min + 0.5 * delta)
-    if profile == "shifted":
-        inside = (s <= -shift) if shift <= 0 else (s >= -shift)
-        if shift == 0:
-            inside = torch.ones_like(s, dtype=torch.bool)
-        window = tau_min + 0.5 * delta * (1 + torch.cos((math.pi / scale) * (shift + s)))
-        return torch.where(inside, window, torch.full_like(s, tau_max))
-    if profile == "linear":
-        return tau_min + delta * s.abs()
-    if profile == "exponential":
-        return tau_min + delta * torch.expm1(s.abs()) / (math.e - 1)
-    if profile == "monotone":
-        return tau_min + 0.5 * delta * (1 - torch.cos(0.5 * math.pi * (1 + s)))
-    raise ValueError(f"profile must be one of {list(PROFILES)}, got {profile!r}")
-
-
-def _terms(s: torch.Tensor, tau_min: float, tau_max: float, profile: str, shift: float, scale: float, detach: bool,
-           derivative: bool, statistic: bool) -> Terms:  # fmt: skip
-    """The logit map stated once (:meth:`~cl_plugins.extension.LogitMap.of_terms`): (s / tau, its derivative, tau),
-    the last two where asked for. With tau(sg(s)) (``detach``, the paper's) the derivative is 1 / tau; without,
-    autograd's (None here)."""
-    tau = dystress_temperature(s.detach() if detach else s, tau_min, tau_max, profile, shift, scale)
-    if not (derivative and detach):
-        return s / tau, None, tau
-    inverse = tau.reciprocal() if statistic else tau.reciprocal_()  # in place where tau is not wanted
-    return s * inverse, inverse, (tau if statistic else None)
-
-
-@triton_map
-def _sin_half_pi(x):  # type: ignore[no-untyped-def]
-    """sin(pi x / 2) for x in [-1, 1] by its Taylor polynomial to the 11th power (within 6e-8): Triton's ``tl.cos``
-    is the accurate libdevice one, and cost DySTreSS twice InfoNCE's time on the H200 where this form costs 1.24x
-    (benchmarks/gpu_map_cost.py, docs/gpu.md)."""
-    t = 1.5707963267948966 * x
-    t2 = t * t
-    return t * (1.0 + t2 * (-1.0 / 6.0 + t2 * (1.0 / 120.0 + t2 * (-1.0 / 5040.0 + t2 * (
-        1.0 / 362880.0 + t2 * (-1.0 / 39916800.0))))))  # fmt: skip
-
-
-@triton_map
-def _triton_form(x, params, profile):  # type: ignore[no-untyped-def]
-    """(x / tau, 1 / tau, tau) of a block of cosines for ``kernel="triton"``; ``params`` = (tau_min, tau_max, shift,
-    scale), ``profile`` its index in :data:`PROFILES` (a compile-time branch). The cosine profile as
-    (1 - cos(pi x)) / 2 = sin(pi x / 2)^2, the monotone one as (1 + sin(pi x / 2)) / 2: no cosine per pair."""
-    tau_min, tau_max, shift, scale = params[0], params[1], params[2], params[3]
-    delta = tau_max - tau_min
-    pi = 3.141592653589793
-    if profile == 0:
-        sine = _sin_half_pi(x)
-        tau = tau_min + delta * sine * sine
-    elif profile == 1:
-        window = tau_min + 0.5 * delta * (1.0 + tl.cos((pi / scale) * (shift + x)))
-        inside = tl.where(shift <= 0.0, x <= -shift, x >= -shift) | (shift == 0.0)
-        tau = tl.where(inside, window, tau_max)
-    elif profile == 2:
-        tau = tau_min + delta * tl.abs(x)
-    elif profile == 3:
-        tau = tau_min + delta * (tl.exp(tl.abs(x)) - 1.0) / (2.718281828459045 - 1.0)
-    else:
-        tau = tau_min + 0.5 * delta * (1.0 + _sin_half_pi(x))
-    inverse = 1.0 / tau
-    return x * inverse, inverse, tau
+    """tau(s) of the given profile (see the module docstring), elementwise (differentiable)."""
+    if profile not in PROFILES:
+        raise ValueError(f"profile must be one of {list(PROFILES)}, got {profile!r}")
+    return _map.through(s, (tau_min, tau_max, shift, scale), PROFILES.index(profile))[2]
 
 
 @register_loss("dystress")
@@ -172,9 +135,10 @@ class DySTreSSLoss(ContrastiveLoss):
     def temperature(self, s: torch.Tensor) -> torch.Tensor:
         return dystress_temperature(s, self.tau_min, self.tau_max, self.profile, self.shift, self.scale)
 
-    def _terms_params(self) -> tuple[Any, ...]:
-        """:func:`_terms`' parameters after the cosines."""
-        return self.tau_min, self.tau_max, self.profile, self.shift, self.scale, self.detach
+    @property
+    def _params(self) -> tuple[float, ...]:
+        """:func:`_map`'s parameters."""
+        return self.tau_min, self.tau_max, self.shift, self.scale
 
     def logit_map(self, pairs: Pairs) -> LogitMap:
         def on_stats(total: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> None:
@@ -182,19 +146,17 @@ class DySTreSSLoss(ContrastiveLoss):
             self.record(tau_mean=lambda: total / pairs.negative_count(), tau_min=lo, tau_max=hi)
 
         # |s / tau(s)| <= 1 / tau_min with |s| <= 1 and tau >= tau_min
-        params = self._terms_params()
-        triton = TritonMap.of(_triton_form, (self.tau_min, self.tau_max, self.shift, self.scale),
-                              PROFILES.index(self.profile))  # fmt: skip
-        return LogitMap.of_terms(_terms, params, derivative=self.detach, statistic=True, on_stats=on_stats,
-                                 bound=1.0 / self.tau_min, compile_maps=self.compile_maps, health=self.kernel_health,
-                                 triton=triton if self.detach else None)  # fmt: skip
+        return LogitMap.of_statement(_map, self._params, PROFILES.index(self.profile), derivative=self.detach,
+                                     statistic=True, on_stats=on_stats, bound=1.0 / self.tau_min,
+                                     compile_maps=self.compile_maps, health=self.kernel_health)  # fmt: skip
 
     def logits(self, sim: torch.Tensor | LazyLogits, pairs: Pairs) -> torch.Tensor | LazyLogits:
         if isinstance(sim, LazyLogits):
             positive = pairs.positive(sim).detach()
             self.record(tau_pos_mean=lambda: self.temperature(positive).mean())
             return sim.mapped(self.logit_map(pairs))
-        logits, _, tau = _terms(sim, *self._terms_params(), False, True)
+        form = _map.torch if self.detach else _map.through
+        logits, _, tau = form(sim, self._params, PROFILES.index(self.profile))
         with torch.no_grad():
             neg = pairs.negative_logits(tau)  # -inf off the negatives
             self.record(

@@ -10,8 +10,8 @@ import torch
 
 import cl_plugins as clp
 from cl_plugins.kernels import compiled, fused, streaming, symmetric
+from cl_plugins.kernels.statement import statement_closed, statement_terms
 from cl_plugins.kernels.tiles import chunk_forward
-from cl_plugins.losses.temperature_free import _terms, closed_form
 
 CASES = [
     ("temperature_free", {}),
@@ -152,4 +152,4 @@ def test_a_loss_can_ask_for_its_own_choice(restore, monkeypatch):
     monkeypatch.setattr(compiled, "compiled_form", lambda fn: used.append(fn) or original(fn))
     _loss_and_grads("temperature_free", {"compile_maps": True}, "fused", torch.float64)
     # the map's terms and closed form, and the fused kernel's chunk
-    assert set(used) == {_terms, closed_form, chunk_forward}
+    assert set(used) == {statement_terms, statement_closed, chunk_forward}

@@ -1,4 +1,5 @@
-"""Temperature-free's closed form: the tiles where its clamp binds nowhere skip it, with the same bits."""
+"""Temperature-free's map stated once: its logit, derivative and closed-form exponential against float64 formulas,
+at the clamp's bounds and beyond them."""
 
 from __future__ import annotations
 
@@ -9,28 +10,35 @@ from cl_plugins.losses import temperature_free
 LO, HI = -1 + 1e-6, 1 - 1e-6
 
 
-def _clamped(s: torch.Tensor, grad: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The form with its clamp always applied: (1 + c) / (1 - c) and 2 / (1 - c)^2 inside [LO, HI], 0 outside."""
+def _cosines() -> torch.Tensor:
+    s = torch.rand(2000, generator=torch.Generator().manual_seed(0), dtype=torch.float64) * 2 - 1
+    edges = [-1.0, 1.0, LO, HI, -1 + 1e-7, 1 - 1e-7, 1 - 1e-3, 0.0, -0.999]
+    return torch.cat([s, torch.tensor(edges, dtype=torch.float64)])
+
+
+def test_the_statement_equals_the_formulas_in_float64() -> None:
+    s = _cosines()
     c = s.clamp(LO, HI)
-    r = torch.rsub(c, 1).reciprocal_()
-    factor = torch.where(c == s, r.square() * 2, 0.0) if grad else None
-    return r * 2 - 1, factor
+    inside = (s >= LO) & (s <= HI)
+    phi, slope, _ = temperature_free._map(s, (LO, HI))
+    torch.testing.assert_close(phi, 2 * torch.atanh(c), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(slope, torch.where(inside, 2 / (1 - c * c), 0.0), rtol=1e-10, atol=0)
+    e, factor, _ = temperature_free._map(s, (LO, HI), 0, True)
+    torch.testing.assert_close(e, (1 + c) / (1 - c), rtol=1e-12, atol=1e-15)  # 2 r - 1 near c = -1
+    torch.testing.assert_close(factor, torch.where(inside, 2 / (1 - c) ** 2, 0.0), rtol=1e-10, atol=0)
 
 
-def test_a_tile_inside_the_clamp_skips_it_with_the_same_bits() -> None:
-    s = torch.rand(64, 96, generator=torch.Generator().manual_seed(0)) * 1.8 - 0.9
-    assert temperature_free._inside(s, LO, HI)
-    for grad in (False, True):
-        ours, reference = temperature_free.closed_form(s, LO, HI, grad), _clamped(s, grad)
-        assert torch.equal(ours[0], reference[0])
-        assert (ours[1] is None) == (not grad) and (not grad or torch.equal(ours[1], reference[1]))
+def test_float32_near_one_keeps_its_precision() -> None:
+    """1 - c^2 as (1 - c)(1 + c): no cancellation at cosines near +-1 in float32."""
+    s = torch.tensor([0.999, 0.9999, 0.99999, -0.9999, 0.5], dtype=torch.float32)
+    phi, slope, _ = temperature_free._map(s, (LO, HI))
+    exact = s.double()
+    torch.testing.assert_close(phi.double(), 2 * torch.atanh(exact), rtol=2e-6, atol=0)
+    torch.testing.assert_close(slope.double(), 2 / (1 - exact**2), rtol=2e-6, atol=0)
 
 
-def test_a_tile_the_clamp_binds_in_keeps_it() -> None:
-    s = torch.rand(8, 8, generator=torch.Generator().manual_seed(1)) * 1.8 - 0.9
-    s[2, 3], s[5, 1] = 1.0, -1.0
-    assert not temperature_free._inside(s, LO, HI)
-    e, factor = temperature_free.closed_form(s, LO, HI, True)
-    reference = _clamped(s, True)
-    assert torch.equal(e, reference[0]) and torch.equal(factor, reference[1])
-    assert factor[2, 3] == 0 and factor[5, 1] == 0  # the clamp passes no gradient
+def test_the_effective_inverse_temperature() -> None:
+    s = torch.tensor([0.0, 1e-8, 0.5, -0.5], dtype=torch.float64)
+    half = 2 * torch.atanh(torch.tensor(0.5, dtype=torch.float64)) / 0.5
+    expected = torch.stack([torch.tensor(2.0, dtype=torch.float64), torch.tensor(2.0, dtype=torch.float64), half, half])
+    torch.testing.assert_close(temperature_free.effective_inverse_tau(s), expected, rtol=1e-12, atol=1e-12)
