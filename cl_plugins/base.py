@@ -202,15 +202,9 @@ class ContrastiveLoss(nn.Module):
             hard_negatives: [N, D] one hard negative per anchor for ``layout="cross_view"``.
             Returns a scalar, or [A] per-anchor losses with ``reduction="none"``.
         """
+        views = {"queue": queue, "hard_negatives": hard_negatives, "labels": labels, "queue_labels": queue_labels}
         try:
-            if self.check_inputs:
-                check_pair(z1, z2, rows=False)  # the rows are checked in the pass that normalises them
-            with torch.autocast(device_type=z1.device.type, enabled=False):
-                u1, u2 = (unit_rows(z, name if self.check_inputs else None) for z, name in ((z1, "z1"), (z2, "z2")))
-                queue, hard_negatives = _unit_if_tensor(queue), _unit_if_tensor(hard_negatives)
-            # the layout's own argument checks run before its first gather
-            blocks = self.blocks(u1, u2, queue=queue, hard_negatives=hard_negatives, normalized=True, labels=labels,
-                                 queue_labels=queue_labels)  # fmt: skip
+            prepared = self.prepare_blocks(z1, z2, **views)
         except NoNegatives as exc:
             return self.without_negatives(exc, z1, z2, hard_negatives)  # every rank sees the same global batch
         except ProcessesDisagree:
@@ -220,9 +214,26 @@ class ContrastiveLoss(nn.Module):
                 refuse_on_every_rank()  # the other ranks wait in the first gather: they stop with this one
             raise
         self._stats = {}
+        return self._reduce(self.blocks_loss(prepared, z1, z2), global_batch=True)
+
+    def prepare_blocks(self, z1: torch.Tensor, z2: torch.Tensor, *, queue: torch.Tensor | None,
+                       hard_negatives: torch.Tensor | None, labels: torch.Tensor | None,
+                       queue_labels: torch.Tensor | None) -> list[Any]:  # fmt: skip
+        """The checked views' blocks in the loss's layout (:meth:`forward`'s arguments; a strategy with heads of its
+        own projects the views first, one list of blocks per head)."""
+        if self.check_inputs:
+            check_pair(z1, z2, rows=False)  # the rows are checked in the pass that normalises them
+        with torch.autocast(device_type=z1.device.type, enabled=False):
+            u1, u2 = (unit_rows(z, name if self.check_inputs else None) for z, name in ((z1, "z1"), (z2, "z2")))
+            queue, hard_negatives = _unit_if_tensor(queue), _unit_if_tensor(hard_negatives)
+        # the layout's own argument checks run before its first gather
+        return self.blocks(u1, u2, queue=queue, hard_negatives=hard_negatives, normalized=True, labels=labels,
+                           queue_labels=queue_labels)  # fmt: skip
+
+    def blocks_loss(self, prepared: list[Any], z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
+        """Per-anchor losses [A] of :meth:`prepare_blocks`' blocks for the views ``z1``, ``z2``."""
         features = z1.dtype if z1.dtype == z2.dtype else torch.float32  # half features take half products on Triton
-        per_anchor = torch.cat([self.block_loss(b, features) for b in blocks])
-        return self._reduce(per_anchor, global_batch=True)
+        return torch.cat([self.block_loss(b, features) for b in prepared])
 
     def from_similarity(
         self, sim: torch.Tensor, pos_mask: torch.Tensor, neg_mask: torch.Tensor | None = None, *, average: str = "row"

@@ -24,7 +24,8 @@ from .tiles import exp_of_closed_form, exp_of_terms
 if TYPE_CHECKING:
     from ..labels import BlockLabels
 
-__all__ = ["Backend", "Bond", "KernelChoice", "KernelHealth", "LogitMap", "Request", "Terms", "TritonMap"]
+__all__ = ["Backend", "Bond", "KernelChoice", "KernelHealth", "LogitMap", "PairNetwork", "Request", "Terms",
+           "TritonMap"]
 
 Pair = tuple[torch.Tensor, torch.Tensor]
 Terms = tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]
@@ -193,6 +194,30 @@ class Bond:
 
 
 @dataclass(frozen=True)
+class PairNetwork:
+    """A per-pair temperature from a network of both rows (AMCL's per-pair forms): ``tau_ij = floor + span *
+    sigmoid(w . relu(pa_i + pb_j) + w0)`` and the logit ``s_ij / tau_ij - beta ((proj_dim / 2) log tau_ij + 1 /
+    tau_ij)``; under labels, a candidate of its anchor's label is no term except the column ``kept[i]`` of row i
+    (None: none kept). ``on_stats(sum, min, max)`` of the terms' tau; ``chunk_elements``: hidden values at once.
+
+    Shapes:
+        pa: [A, H]; pb: [M, H]; w: [H]; w0: []; kept: [A] or None.
+    """
+
+    pa: torch.Tensor
+    pb: torch.Tensor
+    w: torch.Tensor
+    w0: torch.Tensor
+    floor: float
+    span: float
+    beta: float
+    proj_dim: int
+    chunk_elements: int
+    kept: torch.Tensor | None = None
+    on_stats: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], None] | None = None
+
+
+@dataclass(frozen=True)
 class KernelChoice:
     """What a loss chose for a block (:func:`cl_plugins.kernels.dispatch.choose`): ``name`` is ``"dense"``
     (autograd on the [A, M] matrix), ``"fused"`` (one buffer), ``"stream"`` (tiles) or ``"triton"``; ``symmetric``:
@@ -229,6 +254,8 @@ class Request:
     labels: BlockLabels | None = None
     bond: Bond | None = None
     choice: KernelChoice = field(default_factory=lambda: KernelChoice("fused"))
+    #: the logits' per-pair temperature network, where they have one (then ``scale`` is 1 and there is no map)
+    network: PairNetwork | None = None
 
     @property
     def health(self) -> KernelHealth:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from . import fused, streaming, symmetric, triton_lse, triton_pair
+from . import fused, pair_network, streaming, symmetric, triton_lse, triton_pair
 from .contract import Backend, KernelChoice, KernelHealth, Request
 from .triton_jit import refuse_unusable, usable_on
 
@@ -77,10 +77,13 @@ def choose(requested: str, rows: torch.Tensor, size: int, lazy: bool = True, *,
 
 
 def backends(request: Request) -> list[Backend]:
-    """The backends that may serve ``request``, in the order its choice tries them: Triton as a block against
+    """The backends that may serve ``request``, in the order its choice tries them: a temperature network's own
+    kernel for its logits (any choice); Triton as a block against
     itself, a bonded block or one direction, then the streaming kernels (a map without a derivative by halves
     first); the one buffer (by halves first where ``auto`` chose that); streaming (by halves first)."""
     choice = request.choice
+    if request.network is not None:  # logits with a per-pair temperature network: its kernel alone
+        return [pair_network.BACKEND]
     if choice.name == "triton":
         return [triton_pair.SELF, triton_pair.PAIR, triton_lse.BACKEND,
                 *([] if request.fusable else [symmetric.BACKEND]), streaming.BACKEND]  # fmt: skip

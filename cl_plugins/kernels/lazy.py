@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from . import dispatch
-from .contract import Bond, KernelChoice, LogitMap, Request
+from .contract import Bond, KernelChoice, LogitMap, PairNetwork, Request
 from .pairs import pair_cosines
 
 if TYPE_CHECKING:
@@ -46,6 +46,9 @@ class LazyLogits:
     #: the bond with the block that is this one's transpose (:class:`~cl_plugins.kernels.contract.Bond`), where
     #: the layout made one: a kernel may then serve both directions from one backward
     bond: Bond | None = field(default=None, compare=False, repr=False)
+    #: a per-pair temperature network of the anchors and candidates (:class:`~.contract.PairNetwork`), whose logits
+    #: only its own kernel computes
+    network: PairNetwork | None = field(default=None, compare=False, repr=False)
     # cosines of the positive pairs, shared by every rescaled copy (computed once per block)
     _positive_cache: dict[str, torch.Tensor] = field(default_factory=dict, compare=False, repr=False)
 
@@ -63,6 +66,10 @@ class LazyLogits:
         if not (isinstance(self.scale, float) and self.scale == 1.0):
             raise TypeError("a logit map applies to the cosines themselves, not to rescaled logits")
         return replace(self, logit_map=logit_map)
+
+    def with_network(self, network: PairNetwork) -> LazyLogits:
+        """Logits with ``network``'s per-pair temperature (AMCL's per-pair forms) instead of a scale or map."""
+        return replace(self, network=network)
 
     def with_bias(self, cols: torch.Tensor, value: float) -> LazyLogits:
         """``value`` added to the logit at column ``cols[a]`` of every row a (a hard negative's bias)."""
@@ -107,4 +114,5 @@ class LazyLogits:
         # with separate positives (queue) every candidate is a negative
         exclude = None if self.positives is not None else exclude_cols
         return dispatch.run(Request(self.anchors, self.candidates, exclude, self.scale, tuple(ratios), self.logit_map,
-                                    self.bias_cols, self.bias, self.labels, self.bond, self.kernel))  # fmt: skip
+                                    self.bias_cols, self.bias, self.labels, self.bond, self.kernel,
+                                    self.network))  # fmt: skip

@@ -41,7 +41,9 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 import warnings
 from typing import Any, ClassVar
 
@@ -50,12 +52,12 @@ from torch import nn
 
 from ...base import ContrastiveLoss
 from ...extension import LazyLogits, Pairs, softplus
+from ...kernels.contract import PairNetwork
 from ...kernels.dispatch import choose
-from ...layouts import NoNegatives, PairBlock
+from ...layouts import PairBlock
 from ...registry import register_loss
 from ...validation import check_choice, check_feature_dim, check_pair, check_range, check_temperature
-from .kernel import amcl_negative_lse, rowwise_scores
-from .temperatures import AnchorTemperature, BilinearTemperature, PairTemperatureMLP
+from .temperatures import AnchorTemperature, BilinearTemperature, PairTemperatureMLP, rowwise_scores
 
 _PAPER_BOX = dict(eta=1e-5, iota=2.0 - 1e-5)  # the paper's search range for the floor and span, tau in [1e-5, 2]
 # the 2024 snapshot's per-pair MLP, one per head, beta 0.1, negatives only in the denominator
@@ -197,42 +199,32 @@ class AMCLLoss(ContrastiveLoss):
         return self.temperature_nets[head % len(self.temperature_nets)]
 
     # ------------------------------------------------------------------ forward
-    def forward(
-        self,
-        z1: torch.Tensor,
-        z2: torch.Tensor,
-        *,
-        queue: torch.Tensor | None = None,
-        hard_negatives: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        queue_labels: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """``z1``, ``z2`` are backbone features [N, dim]; each head projects them. ``labels`` [N] (and
-        ``queue_labels``) with ``label_policy="exclude"``, as for every strategy."""
+    def prepare_blocks(self, z1: torch.Tensor, z2: torch.Tensor, *, queue: torch.Tensor | None,
+                       hard_negatives: torch.Tensor | None, labels: torch.Tensor | None,
+                       queue_labels: torch.Tensor | None) -> list[Any]:  # fmt: skip
+        """(head, its blocks) per head: ``z1``, ``z2`` are backbone features [N, dim], which each head projects;
+        ``labels`` [N] (and ``queue_labels``) with ``label_policy="exclude"``, as for every strategy."""
         if self.check_inputs:
             check_pair(z1, z2, ("h1", "h2"), allow_zero_rows=True)  # its heads' biases map a zero row somewhere
             check_feature_dim(z1, self.dim, "h1", f"dim={self.dim}")
             if hard_negatives is not None:
                 check_feature_dim(hard_negatives, self.dim, "hard_negatives", f"dim={self.dim}")
-        self._stats = {}
-        total: torch.Tensor | None = None
         # half-precision features from a half-precision backbone meet float32 heads (a GPU check finding);
         # under autocast the heads' products still run in half precision
         dtype = next(self.heads.parameters()).dtype
         z1, z2 = z1.to(dtype), z2.to(dtype)
         hard_negatives = None if hard_negatives is None else hard_negatives.to(dtype)
+        per_head = []
         for c, head in enumerate(self.heads):
-            p1, p2 = head(z1), head(z2)
             hard = None if hard_negatives is None else head(hard_negatives)  # projected like the views
-            try:
-                blocks = self.blocks(p1, p2, queue=queue, hard_negatives=hard, labels=labels,
-                                     queue_labels=queue_labels)  # fmt: skip
-            except NoNegatives as exc:
-                return self.without_negatives(exc, z1, z2, hard_negatives)
-            per_anchor = torch.cat([self._head_block_loss(c, b) for b in blocks])
-            total = per_anchor if total is None else total + per_anchor
-        assert total is not None
-        return self._reduce(total, global_batch=True)
+            per_head.append((c, self.blocks(head(z1), head(z2), queue=queue, hard_negatives=hard, labels=labels,
+                                            queue_labels=queue_labels)))  # fmt: skip
+        return per_head
+
+    def blocks_loss(self, prepared: list[Any], z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
+        """The heads' per-anchor losses [A], summed."""
+        losses = [torch.cat([self._head_block_loss(c, b) for b in blocks]) for c, blocks in prepared]
+        return functools.reduce(operator.add, losses)
 
     def from_similarity(
         self, sim: torch.Tensor, pos_mask: torch.Tensor, neg_mask: torch.Tensor | None = None, *, average: str = "row"
@@ -298,15 +290,16 @@ class AMCLLoss(ContrastiveLoss):
         l_pos = s_pos / tau_pos - self.beta * amcl_regulariser(tau_pos, self.proj_dim)
         if self.negatives == "lse":
             exclude = pairs.exclude_cols if self.decoupled else pairs.exclude_cols[:, 1:]
-            # same-label candidates are no terms; the positive stays one unless decoupled
-            lse, tau_stats = amcl_negative_lse(
-                a_n, c_n, pa, pb, w2, mlp.second.bias.to(pa.dtype)[0], exclude if exclude.shape[1] else None,
-                floor=self.eta, span=self.iota, beta=self.beta, proj_dim=self.proj_dim,
-                chunk_elements=self.chunk_elements, labels=pairs.labels,
-                kept=None if self.decoupled else pairs.cols,
-            )  # fmt: skip
             n_terms = pairs.negative_count() + (0 if self.decoupled else pairs.n_rows)
-            self.record(tau_neg_mean=tau_stats[0] / n_terms, tau_min=tau_stats[1], tau_max=tau_stats[2])
+
+            def on_stats(total: torch.Tensor, low: torch.Tensor, high: torch.Tensor) -> None:
+                self.record(tau_neg_mean=total / n_terms, tau_min=low, tau_max=high)
+
+            # same-label candidates are no terms; the positive stays one unless decoupled
+            network = PairNetwork(pa, pb, w2, mlp.second.bias.to(pa.dtype)[0], self.eta, self.iota, self.beta,
+                                  self.proj_dim, self.chunk_elements, None if self.decoupled else pairs.cols,
+                                  on_stats)  # fmt: skip
+            lse = lazy.with_network(network).negative_lse(exclude if exclude.shape[1] else None)[0]
             loss = lse - l_pos
         else:
             # max: only the hardest candidate by raw similarity needs a temperature

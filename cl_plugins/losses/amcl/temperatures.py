@@ -54,7 +54,7 @@ class PairTemperatureMLP(nn.Module):
     """``tau(z_i, z_j) = eta + iota * sigmoid(w2 . relu(Wa z_i + Wb z_j + b1) + b2)`` on raw projections.
 
     The first layer is split (``W [z_i; z_j] = Wa z_i + Wb z_j``) so that all pairs cost two
-    matrix products and a broadcast add (see :mod:`cl_plugins.losses.amcl.kernel`).
+    matrix products and a broadcast add (see :mod:`cl_plugins.kernels.pair_network`).
     """
 
     def __init__(self, proj_dim: int, hidden: int, eta: float, iota: float) -> None:
@@ -92,3 +92,8 @@ class BilinearTemperature(nn.Module):
 
 
 __all__ = ["AnchorTemperature", "BilinearTemperature", "PairTemperatureMLP"]
+
+
+def rowwise_scores(pa: torch.Tensor, pb_rows: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """``u = w . relu(pa + pb_rows)`` for one candidate per anchor (no bias); [..., H] -> [...]."""
+    return (pa + pb_rows).relu() @ w

@@ -1,8 +1,9 @@
-"""AMCL's soft (LSE) negative term, computed chunk by chunk without any [A, M] tensor kept.
+"""The backend of a per-pair temperature from a network of both rows (AMCL's per-pair forms): the negatives' LSE
+computed chunk by chunk without any [A, M] tensor kept.
 
-For one head, with L2-normalised anchors ``a`` [A, D] and candidates ``c`` [M, D], first-layer
-halves ``pa`` [A, H] and ``pb`` [M, H] of the temperature MLP, its output weights ``w`` [H]
-and bias ``w0``::
+With L2-normalised anchors ``a`` [A, D] and candidates ``c`` [M, D], first-layer halves ``pa`` [A, H] and ``pb``
+[M, H] of the temperature network, its output weights ``w`` [H] and bias ``w0``
+(:class:`~cl_plugins.kernels.contract.PairNetwork`)::
 
     s_ij   = a_i . c_j
     u_ij   = w . relu(pa_i + pb_j) + w0
@@ -17,14 +18,10 @@ each chunk and accumulates the gradients, like flash attention. Peak memory is o
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 
-from ...kernels.negatives import NonNegatives
-
-if TYPE_CHECKING:
-    from ...labels import BlockLabels
+from .contract import Request
+from .negatives import NonNegatives
 
 NEG_INF = float("-inf")
 
@@ -44,7 +41,7 @@ def _chunk(a, c, pa, pb, w, w0, exclude, start, stop, consts, labels=None, kept=
     return s, hidden, sig, tau, logits
 
 
-class _AMCLNegativeLSE(torch.autograd.Function):
+class _PairNetworkLSE(torch.autograd.Function):
     @staticmethod
     def forward(ctx, a, c, pa, pb, w, w0, exclude, consts, chunk_elements,  # type: ignore[override]
                 labels=None, kept=None):
@@ -92,34 +89,30 @@ class _AMCLNegativeLSE(torch.autograd.Function):
         return g_a, g_c, g_pa, g_pb, g_w, g_w0, None, None, None, None, None
 
 
-def amcl_negative_lse(
-    a: torch.Tensor,
-    c: torch.Tensor,
-    pa: torch.Tensor,
-    pb: torch.Tensor,
-    w: torch.Tensor,
-    w0: torch.Tensor,
-    exclude: torch.Tensor | None,
-    *,
-    floor: float,
-    span: float,
-    beta: float,
-    proj_dim: int,
-    chunk_elements: int,
-    labels: BlockLabels | None = None,
-    kept: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """LSE over the non-excluded columns of AMCL's pair logits, and [sum, min, max] of their tau; under ``labels``
-    same-label candidates are no terms, but the column ``kept`` [A] of each row (None: none kept).
+class PairNetworkKernel:
+    """The one backend of a request with a :class:`~cl_plugins.kernels.contract.PairNetwork`: whatever the loss's
+    ``kernel=``, these logits have no other kernel.
 
     Shapes:
-        a: [A, D]; c: [M, D]; pa: [A, H]; pb: [M, H]; w: [H]; w0: []; exclude: [A, k] or None
-        -> ([A], [3]).
+        anchors: [A, D]; candidates: [M, D]; the network's pa: [A, H], pb: [M, H], w: [H], w0: []; exclude: [A, k]
+        or None -> [LSE [A]]; [sum, min, max] of the terms' tau to the network's ``on_stats``.
     """
-    consts = (floor, span, beta, 0.5 * proj_dim)
-    return _AMCLNegativeLSE.apply(a, c, pa, pb, w, w0, exclude, consts, chunk_elements, labels, kept)
+
+    name = "pair network"
+    may_fail = False
+
+    def accepts(self, request: Request) -> bool:
+        return request.network is not None
+
+    def run(self, request: Request) -> list[torch.Tensor]:
+        net = request.network
+        assert net is not None
+        consts = (net.floor, net.span, net.beta, 0.5 * net.proj_dim)
+        lse, stats = _PairNetworkLSE.apply(request.anchors, request.candidates, net.pa, net.pb, net.w, net.w0,
+                                           request.exclude, consts, net.chunk_elements, request.labels, net.kept)
+        if net.on_stats is not None:
+            net.on_stats(*stats.unbind(0))
+        return [lse]
 
 
-def rowwise_scores(pa: torch.Tensor, pb_rows: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """``u = w . relu(pa + pb_rows)`` for one candidate per anchor (no bias); [..., H] -> [...]."""
-    return (pa + pb_rows).relu() @ w
+BACKEND = PairNetworkKernel()
