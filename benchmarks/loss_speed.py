@@ -222,6 +222,9 @@ CASES: dict[str, tuple[str, Callable[[int], Loss | None]]] = {
     "F.cross_entropy CLIP (both directions)": ("cross_view-sym", lambda dim: plain_clip),
     "open_clip ClipLoss": ("cross_view-sym", lambda dim: open_clip_loss()),
     "infonce (cross-view, symmetric)": ("cross_view-sym", ours("infonce", layout="cross_view", symmetric=True)),
+    # the per-pair maps in CLIP's layout (both directions), beside our infonce's
+    **{f"{name} (CLIP)": ("cross_view-sym", ours(name, layout="cross_view", symmetric=True))
+       for name in ("dystress", "temperature_free")},  # fmt: skip
     # last: its O(N^3) allocations disturb the timings of whatever runs right after it
     "pytorch-metric-learning NTXentLoss": ("simclr", lambda dim: pml_ntxent()),
 }
