@@ -24,7 +24,7 @@ from .kernels.dispatch import KERNELS, choose
 from .labels import Labels, refuse_replaced
 from .labels import label_policy as label_policy_of
 from .layouts import LAYOUTS, NoNegatives, PairBlock, at_least_float32, build_blocks, unit_rows
-from .validation import ArgumentTypeError, check_choice, check_pair, check_range, check_similarity
+from .validation import ArgumentTypeError, check_choice, check_flag, check_pair, check_range, check_similarity
 
 Reduction = Literal["mean", "sum", "none"]
 REDUCTIONS = ("mean", "sum", "none")
@@ -134,20 +134,20 @@ class ContrastiveLoss(nn.Module):
         if self.layout not in self.layouts:
             supported = ", ".join(repr(x) for x in self.layouts)
             raise ValueError(f"{self.name} supports layout={supported} (not {self.layout!r})")
-        self.symmetric = bool(symmetric)
-        self.decoupled = self.default_decoupled if decoupled is None else bool(decoupled)
+        self.symmetric = check_flag("symmetric", symmetric)
+        self.decoupled = self.default_decoupled if decoupled is None else check_flag("decoupled", decoupled)
         self.reduction = check_choice("reduction", reduction, REDUCTIONS)
         if not isinstance(hard_negative_weight, (int, float)):
             raise ArgumentTypeError(
                 f"hard_negative_weight must be a number, got {type(hard_negative_weight).__name__}"
             )
         self.hard_negative_weight = check_range("hard_negative_weight", hard_negative_weight, -1e4, 1e4)
-        self.gather_distributed = bool(gather_distributed)
-        self.check_inputs = bool(check_inputs)
+        self.gather_distributed = check_flag("gather_distributed", gather_distributed)
+        self.check_inputs = check_flag("check_inputs", check_inputs)
         self.kernel = check_choice("kernel", kernel, KERNELS)
         self.label_policy = label_policy_of(label_policy)
-        self.compile_maps = None if compile_maps is None else bool(compile_maps)
-        self.strict = bool(strict)
+        self.compile_maps = check_flag("compile_maps", compile_maps, optional=True)
+        self.strict = check_flag("strict", strict)
         self._stats: dict[str, list[torch.Tensor | float]] = {}
 
     # ------------------------------------------------------------------ strategy hooks

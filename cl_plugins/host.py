@@ -14,6 +14,7 @@ from torch import nn
 
 from .base import ContrastiveLoss
 from .registry import available_losses, build_loss, get_loss_class
+from .validation import check_flag
 
 
 def owns_projection_head(loss: str | nn.Module, keep_host_head: bool = False) -> bool:
@@ -27,7 +28,7 @@ def owns_projection_head(loss: str | nn.Module, keep_host_head: bool = False) ->
         head = nn.Identity() if clp.owns_projection_head(loss_fn) else projection_head(feature_dim)
     """
     cls = get_loss_class(loss) if isinstance(loss, str) else type(loss)
-    return bool(getattr(cls, "replaces_projection_head", False)) and not keep_host_head
+    return bool(getattr(cls, "replaces_projection_head", False)) and not check_flag("keep_host_head", keep_host_head)
 
 
 def known_presets() -> set[str]:
@@ -62,6 +63,7 @@ def build_host_loss(
         loss_fn = clp.build_host_loss("dystress", host_tau=0.05, layout="cross_view", preset="simcse")
     """
     cls = get_loss_class(name)
+    check_flag("host_decoupled", host_decoupled)
     if preset is not None and preset not in known_presets():
         raise ValueError(f"preset must be one of {sorted(known_presets())}, got {preset!r}")
     args: dict[str, Any] = dict(cls.host_temperature(float(host_tau)))

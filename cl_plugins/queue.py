@@ -29,7 +29,7 @@ from torch import nn
 
 from .distributed import gather_no_grad
 from .layouts import unit_rows
-from .validation import check_count, check_embeddings, check_integer_labels
+from .validation import check_count, check_embeddings, check_flag, check_integer_labels
 
 #: the label of the initial random keys (no key of a real batch should carry it)
 NO_LABEL = -1
@@ -49,6 +49,7 @@ class FeatureQueue(nn.Module):
     def __init__(self, size: int, dim: int, gather_distributed: bool = True, labels: bool = False) -> None:
         super().__init__()
         size, dim = check_count("size", size), check_count("dim", dim)
+        gather_distributed, labels = check_flag("gather_distributed", gather_distributed), check_flag("labels", labels)
         # MoCo initialises with random unit vectors; they are replaced within size / batch steps
         self.register_buffer("queue", F.normalize(torch.randn(size, dim), dim=1))
         self.register_buffer("ptr", torch.zeros((), dtype=torch.long))

@@ -79,6 +79,19 @@ def accepted_arguments(cls: type[nn.Module]) -> list[str]:
     return names
 
 
+def flag_arguments(cls: type[nn.Module]) -> list[str]:
+    """The boolean keyword arguments of a registered loss (annotated ``bool`` or ``bool | None``): each takes True
+    or False only (:func:`cl_plugins.validation.check_flag`)."""
+    names: list[str] = []
+    for klass in cls.__mro__:
+        if klass.__module__.startswith("torch.") or klass is object:
+            break
+        for p in inspect.signature(klass.__init__).parameters.values():
+            if str(p.annotation).replace(" ", "") in ("bool", "bool|None") and p.name not in names:
+                names.append(p.name)
+    return names
+
+
 def build_loss(name: str, **kwargs: Any) -> nn.Module:
     """Instantiate the loss registered as ``name`` with keyword arguments ``kwargs``.
 

@@ -61,6 +61,15 @@ def check_range(name: str, value: float, low: float, high: float) -> float:
     return float(value)
 
 
+def check_flag(name: str, value: object, *, optional: bool = False) -> bool | None:
+    """A boolean argument: True or False (or None where ``optional``); anything else, ``"false"``, 0 or 1
+    included, is refused in one line naming the argument (truthiness would read ``"false"`` as True)."""
+    if isinstance(value, bool) or (optional and value is None):
+        return value
+    allowed = "True, False or None" if optional else "True or False"
+    raise ArgumentTypeError(f"{name} must be {allowed}, got {value!r}")
+
+
 def check_choice(name: str, value: str, choices: Sequence[str]) -> str:
     if value not in choices:
         raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}")

@@ -208,3 +208,55 @@ def test_issue_61_api_inputs_get_one_line():
         small.load_state_dict(large.state_dict())
     assert "\n" not in str(info.value)
     clp.build_loss("learnable").load_state_dict(clp.build_loss("learnable", init_tau=0.3).state_dict())  # loads
+
+
+NOT_BOOLS = ("false", "False", "0", "no", "maybe", 0, 1, 2, 0.5, None)
+
+
+@pytest.mark.parametrize("name", clp.available_losses())
+def test_every_boolean_argument_takes_true_or_false_only(name):
+    """Each boolean argument the registry's signatures declare refuses what truthiness would read as a boolean
+    ("false" as True), in one line naming it; True and False pass its check."""
+    from cl_plugins.registry import flag_arguments
+
+    cls = clp.get_loss_class(name)
+    base = {cls.feature_dim_arg: 8} if cls.feature_dim_arg else {}
+    flags = flag_arguments(cls)
+    assert {"symmetric", "strict", "check_inputs", "gather_distributed", "compile_maps"} <= set(flags)
+    for flag in flags:
+        optional = flag in ("compile_maps", "decoupled", "share_temperature_mlp")
+        for bad in NOT_BOOLS:
+            if bad is None and optional:
+                continue
+            with pytest.raises(ValueError, match=flag) as info:  # flatnce refuses decoupled= whatever its value
+                clp.build_loss(name, **base, **{flag: bad})
+            assert "\n" not in str(info.value)
+        for good in (True, False):
+            try:
+                clp.build_loss(name, **base, **{flag: good})
+            except ValueError as exc:  # another rule of the strategy's may refuse it: not this check
+                assert "must be True" not in str(exc)
+
+
+def test_the_queue_and_the_host_mapping_take_booleans_only():
+    for bad in ("false", 1):
+        with pytest.raises(ValueError, match="labels must be True or False"):
+            clp.FeatureQueue(8, 4, labels=bad)
+        with pytest.raises(ValueError, match="gather_distributed must be True or False"):
+            clp.FeatureQueue(8, 4, gather_distributed=bad)
+        with pytest.raises(ValueError, match="host_decoupled must be True or False"):
+            clp.build_host_loss("infonce", host_tau=0.1, host_decoupled=bad)
+        with pytest.raises(ValueError, match="keep_host_head must be True or False"):
+            clp.owns_projection_head("amcl", keep_host_head=bad)
+
+
+def test_the_command_line_reads_boolean_words():
+    from cl_plugins.integrations.runs.cli import parse_loss_args
+
+    words = ["reweight=false", "adaptive=No", "strict=TRUE", "symmetric=yes", "detach=1", "tau0=1", "profile=x"]
+    assert parse_loss_args(words) == {"reweight": False, "adaptive": False, "strict": True, "symmetric": True,
+                                      "detach": 1, "tau0": 1, "profile": "x"}  # fmt: skip
+    parsed = parse_loss_args(["detach=1", "strict=0", "tau_min=1"], "dystress")
+    assert parsed == {"detach": True, "strict": False, "tau_min": 1} and type(parsed["tau_min"]) is int
+    with pytest.raises(ValueError, match="reweight must be True or False, got 'maybe'"):
+        clp.build_loss("macl", **parse_loss_args(["reweight=maybe"], "macl"))

@@ -30,7 +30,7 @@ import torch
 from ..distributed import gather_no_grad, is_distributed
 from ..extension import Pairs
 from ..registry import register_loss
-from ..validation import check_temperature
+from ..validation import check_flag, check_temperature
 from .infonce import InfoNCELoss
 
 
@@ -55,9 +55,8 @@ class DCLLoss(InfoNCELoss):
         return {"tau": tau}
 
     def __init__(self, tau: float = 0.1, sigma: float | None = None, **kwargs: Any) -> None:
-        if kwargs.get("decoupled") is False:
+        if check_flag("decoupled", kwargs.pop("decoupled", None), optional=True) is False:
             raise ValueError("dcl is decoupled by definition; use build_loss('infonce') for decoupled=False")
-        kwargs.pop("decoupled", None)
         super().__init__(tau=tau, **kwargs)
         self.sigma = None if sigma is None else check_temperature("sigma", sigma)
         if self.sigma is not None and self.label_policy is not None and self.label_policy.form == "in":

@@ -38,7 +38,7 @@ import torch
 from ..base import ContrastiveLoss
 from ..extension import LazyLogits, LogitMap, Pairs, logit_statement, m
 from ..registry import register_loss
-from ..validation import check_choice, check_positive, check_range, check_temperature
+from ..validation import check_choice, check_flag, check_positive, check_range, check_temperature
 
 PROFILES = ("cosine", "shifted", "linear", "exponential", "monotone")
 
@@ -130,7 +130,7 @@ class DySTreSSLoss(ContrastiveLoss):
         self.shift = check_range("shift", shift, -2.0, 2.0)
         if profile != "shifted" and (self.shift != 0.0 or self.scale != 1.0):
             raise ValueError(f"shift and scale apply to profile='shifted' only (got profile={profile!r})")
-        self.detach = bool(detach)
+        self.detach = check_flag("detach", detach)
 
     def temperature(self, s: torch.Tensor) -> torch.Tensor:
         return dystress_temperature(s, self.tau_min, self.tau_max, self.profile, self.shift, self.scale)

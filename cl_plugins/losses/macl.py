@@ -34,7 +34,7 @@ from ..base import ContrastiveLoss
 from ..distributed import all_reduce_sum, is_distributed
 from ..extension import Pairs, reweighted_nll, softplus
 from ..registry import register_loss
-from ..validation import check_range, check_temperature
+from ..validation import check_flag, check_range, check_temperature
 
 
 @register_loss("macl")
@@ -81,7 +81,7 @@ class MACLLoss(ContrastiveLoss):
         check_range("alpha", alpha, 0.0, math.inf)
         check_range("a0", a0, -1.0, 1.0)  # a cosine-similarity threshold
         self.alpha, self.a0 = float(alpha), float(a0)
-        self.adaptive, self.reweight = bool(adaptive), bool(reweight)
+        self.adaptive, self.reweight = check_flag("adaptive", adaptive), check_flag("reweight", reweight)
         self.min_tau = check_temperature("min_tau", min_tau)
         if self.reweight and self.decoupled:
             raise ValueError(

@@ -89,9 +89,28 @@ def _loss_arg_collision(exc: TypeError, argv: list[str]) -> str | None:
             f"so a strategy argument cannot; drop --loss_arg {key}")
 
 
-def parse_loss_args(items: list[str]) -> dict[str, Any]:
-    """``["tau0=0.05", "profile='shifted'"]`` -> ``{"tau0": 0.05, "profile": "shifted"}``."""
-    out = {}
+#: the command line's words for a boolean strategy argument, case-insensitive (and 1 / 0 where the strategy's
+#: argument is boolean: :func:`flags_of`)
+FLAG_WORDS = {"true": True, "yes": True, "false": False, "no": False}
+
+
+def flags_of(loss: str, loss_args: dict[str, Any]) -> dict[str, Any]:
+    """``loss_args`` with 1 / 0 as True / False for the boolean arguments of the strategy ``loss`` (an unknown name
+    is left to the registry's own error)."""
+    from cl_plugins.registry import flag_arguments, get_loss_class
+
+    try:
+        flags = set(flag_arguments(get_loss_class(loss)))
+    except (TypeError, ValueError):
+        return loss_args
+    return {k: (bool(v) if k in flags and type(v) is int and v in (0, 1) else v) for k, v in loss_args.items()}
+
+
+def parse_loss_args(items: list[str], loss: str | None = None) -> dict[str, Any]:
+    """``["tau0=0.05", "profile='shifted'", "reweight=false"]`` -> ``{"tau0": 0.05, "profile": "shifted",
+    "reweight": False}``: Python literals, ``true/false/yes/no`` in any case as booleans (and 1 / 0 for the
+    boolean arguments of the strategy ``loss``, where given), anything else as a string."""
+    out: dict[str, Any] = {}
     for item in items:
         if "=" not in item:
             raise ValueError(f"--loss_arg takes key=value, got {item!r}")
@@ -99,11 +118,14 @@ def parse_loss_args(items: list[str]) -> dict[str, Any]:
         if not key.strip().isidentifier():
             raise ValueError(f"--loss_arg {item!r}: {key!r} is not a parameter name; write KEY=VALUE, e.g. tau=0.1")
         key = key.strip()
+        if value.strip().lower() in FLAG_WORDS:
+            out[key] = FLAG_WORDS[value.strip().lower()]
+            continue
         try:
             out[key] = ast.literal_eval(value)
         except (ValueError, SyntaxError):
             out[key] = value
-    return out
+    return out if loss is None else flags_of(loss, out)
 
 
 def add_dataclass_arguments(
@@ -153,7 +175,7 @@ def config_from_args(config_cls: type[T], args: argparse.Namespace) -> T:
     names = [f.name for f in fields(config_cls)]
     values = {name: getattr(args, name) for name in names if name != "loss_args"}
     if "loss_args" in names:
-        values["loss_args"] = parse_loss_args(getattr(args, "loss_arg", []))
+        values["loss_args"] = parse_loss_args(getattr(args, "loss_arg", []), values.get("loss"))
     return config_cls(**values)
 
 

@@ -56,7 +56,7 @@ from ...kernels.contract import PairNetwork
 from ...kernels.dispatch import choose
 from ...layouts import PairBlock
 from ...registry import register_loss
-from ...validation import check_choice, check_feature_dim, check_pair, check_range, check_temperature
+from ...validation import check_choice, check_feature_dim, check_flag, check_pair, check_range, check_temperature
 from .temperatures import AnchorTemperature, BilinearTemperature, PairTemperatureMLP, rowwise_scores
 
 _PAPER_BOX = dict(eta=1e-5, iota=2.0 - 1e-5)  # the paper's search range for the floor and span, tau in [1e-5, 2]
@@ -142,6 +142,7 @@ class AMCLLoss(ContrastiveLoss):
         **kwargs: Any,
     ) -> None:
         self.form = check_choice("form", form, tuple(FORMS))
+        share_temperature_mlp = check_flag("share_temperature_mlp", share_temperature_mlp, optional=True)
         given = dict(eta=eta, iota=iota, beta=beta, topk=topk, share_temperature_mlp=share_temperature_mlp)
         spec = {**FORMS[self.form], **{k: v for k, v in given.items() if v is not None}}
         kwargs.setdefault("decoupled", spec["decoupled"])

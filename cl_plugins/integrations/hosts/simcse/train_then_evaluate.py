@@ -77,7 +77,7 @@ def resolve(args: argparse.Namespace) -> Job:
         eval_pooler, mode, limit, dropout = "avg", args.mode, args.transfer_limit or None, args.dropout
     config = TrainConfig(
         model=model, train_file=args.train_file or str(wiki_file(args.paper)), output_dir=args.output_dir,
-        loss=args.loss, loss_args=parse_loss_args(args.loss_arg), temp=args.temp, batch_size=args.batch_size,
+        loss=args.loss, loss_args=parse_loss_args(args.loss_arg, args.loss), temp=args.temp, batch_size=args.batch_size,
         max_seq_length=32, seed=args.seed, mixed_precision=args.mixed_precision, dropout=dropout, epochs=1.0,
         learning_rate=3e-5, overwrite=args.overwrite, resume=args.resume,
         **cfg,
