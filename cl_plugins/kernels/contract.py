@@ -167,6 +167,11 @@ class LogitMap:
                             compile_maps=compile_maps, triton=triton, health=health)  # fmt: skip
         return replace(made, statement=statement)
 
+    @property
+    def reports(self) -> bool:
+        """The kernels return this map's statistic over the negatives, (sum, min, max), for ``on_stats``."""
+        return self.with_stat is not None and self.on_stats is not None
+
     def evaluate(self, x: torch.Tensor, want: str | None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(phi(x), the ``want``-ed companion: ``"stat"``, ``"derivative"`` or None)."""
         if want == "stat" and self.with_stat is not None:
@@ -270,6 +275,20 @@ class Request:
     def own(self) -> bool:
         """A block of anchors against themselves with nothing besides (SimCLR's, one process)."""
         return self.anchors is self.candidates and self.bias_cols is None
+
+    @property
+    def reports(self) -> bool:
+        """Its kernel's outputs end with the map's statistic, (sum, min, max) [3] (:meth:`reported`)."""
+        return self.logit_map is not None and self.logit_map.reports
+
+    def reported(self, outs: torch.Tensor | tuple[torch.Tensor, ...]) -> list[torch.Tensor]:
+        """A kernel's outputs ``[LSE, *LSE at each ratio, (statistic [3])]`` without the statistic, which goes to
+        the map's ``on_stats`` here: outside the kernel's autograd function, where a side effect would stop
+        ``torch.compile`` from tracing it."""
+        outs = list(outs) if isinstance(outs, tuple) else [outs]
+        if self.reports:
+            self.logit_map.on_stats(*outs.pop().unbind(0))  # type: ignore[union-attr]
+        return outs
 
     def scaled_anchors(self) -> torch.Tensor:
         if isinstance(self.scale, float) and self.scale == 1.0:

@@ -44,7 +44,7 @@ class NegativeLSE(torch.autograd.Function):
         m = x.new_zeros(n_rows, 1)
         s = x.new_empty(n_rows, 1)
         extras = [x.new_empty(n_rows) for _ in ratios]
-        stats = NegativeStats(x) if logit_map is not None and logit_map.with_stat is not None else None
+        stats = NegativeStats(x) if logit_map is not None and logit_map.reports else None
         # row chunks that stay in cache: max, exp and sums then cost about one pass over x
         step = max(1, CHUNK_ELEMENTS // max(1, x.shape[1]))
         for start in range(0, n_rows, step):
@@ -70,8 +70,8 @@ class NegativeLSE(torch.autograd.Function):
             s[rows] = xc.exp_().sum(dim=1, keepdim=True)
             if derivative is not None:  # the buffer keeps exp(l - m) * phi'(x), all that backward needs
                 torch.mul(xc, derivative, out=x[rows])
-        if stats is not None:
-            logit_map.on_stats(*stats.values)
+        if stats is not None:  # an output: the caller hands it to on_stats (no side effect in here)
+            extras.append(torch.stack(stats.values))
         ctx.save_for_backward(a, c, x, s)
         ctx.consumed = False
         ctx.mark_non_differentiable(*extras)
@@ -156,7 +156,7 @@ class Fused:
         anchors = request.scaled_anchors()
         with torch.autocast(device_type=anchors.device.type, enabled=False):
             plan = streaming.make_plan(request, anchors)
-        return list(NegativeLSE.apply(anchors, request.candidates, plan))
+        return request.reported(NegativeLSE.apply(anchors, request.candidates, plan))
 
 
 BACKEND = Fused()

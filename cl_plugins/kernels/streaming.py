@@ -276,14 +276,16 @@ def _row_block_forward(a: torch.Tensor, c: torch.Tensor, r0: int, width: int, pl
 
 def plan_stats(plan: _Plan, like: torch.Tensor) -> NegativeStats | None:
     """Accumulators for the map's statistic, if it has one."""
-    return NegativeStats(like) if plan.logit_map is not None and plan.logit_map.with_stat is not None else None
+    return NegativeStats(like) if plan.logit_map is not None and plan.logit_map.reports else None
 
 
 def finish_forward(ctx, plan: _Plan, stats: NegativeStats | None, outs: list[torch.Tensor],  # type: ignore[no-untyped-def]
                    *saved: torch.Tensor) -> tuple[torch.Tensor, ...]:  # fmt: skip
-    """Report the statistics, save ``saved`` and the LSE (``outs[0]``) for backward; the extra LSEs have no grad."""
+    """Save ``saved`` and the LSE (``outs[0]``) for backward; the extra LSEs and the statistic (sum, min, max),
+    appended as the last output for :meth:`Request.reported <cl_plugins.kernels.contract.Request.reported>`, have no
+    grad."""
     if stats is not None:
-        plan.logit_map.on_stats(*stats.values)
+        outs = [*outs, torch.stack(stats.values)]
     ctx.save_for_backward(*saved, outs[0])
     ctx.plan = plan
     ctx.mark_non_differentiable(*outs[1:])
@@ -361,7 +363,7 @@ class Streaming:
         """LSE over each anchor's negatives of ``phi(scale * anchors @ candidates.T)`` [A], then (no grad) at ``r *``
         the logits for each ratio r: ``1 + len(ratios)`` tensors [A]."""
         anchors = request.scaled_anchors()
-        return list(_StreamingNegativeLSE.apply(anchors, request.candidates, make_plan(request, anchors)))
+        return request.reported(_StreamingNegativeLSE.apply(anchors, request.candidates, make_plan(request, anchors)))
 
 
 BACKEND = Streaming()

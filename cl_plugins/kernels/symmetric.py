@@ -70,7 +70,7 @@ class Symmetric:
             return None
         if not isinstance(scale, torch.Tensor):
             scale = units.new_tensor(float(scale))
-        return list(_SymmetricNegativeLSE.apply(units, scale, plan))
+        return request.reported(_SymmetricNegativeLSE.apply(units, scale, plan))
 
 
 BACKEND = Symmetric()

@@ -422,11 +422,10 @@ class _TritonNegativeLSE(torch.autograd.Function):
         with torch.autocast(device_type=a.device.type, enabled=False), torch.no_grad():
             a_in, c_in, spec = prepare(a, c, request)
             lse, extra, stats = forward_lse(a_in, c_in, spec, request.ratios)
-            if stats is not None:
-                request.logit_map.on_stats(*stats)
         ctx.save_for_backward(a_in, c_in, lse)
         ctx.spec, ctx.dtypes, ctx.request = spec, (a.dtype, c.dtype), request
         outs = [lse.to(a.dtype)] + ([extra.to(a.dtype)] if request.ratios else [])
+        outs += [] if stats is None else [torch.stack(stats)]  # for Request.reported, outside this function
         ctx.mark_non_differentiable(*outs[1:])
         return tuple(outs)
 
@@ -460,7 +459,7 @@ class Triton:
         return supports(request, request.anchors.dtype)
 
     def run(self, request: Request) -> list[torch.Tensor]:
-        return list(_TritonNegativeLSE.apply(request.scaled_anchors(), request.candidates, request))
+        return request.reported(_TritonNegativeLSE.apply(request.scaled_anchors(), request.candidates, request))
 
 
 BACKEND = Triton()

@@ -26,7 +26,7 @@ CPU's block by halves), :class:`TritonSelf`.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -47,22 +47,22 @@ def _transposed(labels: BlockLabels | None) -> BlockLabels | None:
 
 class _TritonPairLSE(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, a, c, request, out):  # type: ignore[override]
-        logit_map = request.logit_map
+    def forward(ctx, a, c, request):  # type: ignore[override]
         with torch.autocast(device_type=a.device.type, enabled=False), torch.no_grad():
             a_in, c_in, spec = prepare(a, c, request)
             lse, _, stats = forward_lse(a_in, c_in, spec)
             columns = _Spec(c_in, a_in, replace(request, labels=_transposed(request.labels)), spec.config)
-            lse2, _, out["stats"] = forward_lse(c_in, a_in, columns)
-            if stats is not None:
-                logit_map.on_stats(*stats)
+            lse2, _, stats2 = forward_lse(c_in, a_in, columns)
         ctx.save_for_backward(a_in, c_in, lse, lse2)
         ctx.spec, ctx.dtypes, ctx.request = spec, (a.dtype, c.dtype), request
         ctx.set_materialize_grads(False)  # a partner that took no columns' LSE: no second term in the backward
-        return lse.to(a.dtype), lse2.to(c.dtype)
+        # both directions' statistics as outputs, for the callers' on_stats (no side effect in here)
+        reported = [] if stats is None else [torch.stack(stats), torch.stack(stats2)]
+        ctx.mark_non_differentiable(*reported)
+        return (lse.to(a.dtype), lse2.to(c.dtype), *reported)
 
     @staticmethod
-    def backward(ctx, grad, grad2):  # type: ignore[override]
+    def backward(ctx, grad, grad2, *unused):  # type: ignore[override]
         refuse_second_derivative("Triton")
         a_in, c_in, lse, lse2 = ctx.saved_tensors
         g = torch.zeros_like(lse) if grad is None else grad.float().contiguous()
@@ -73,7 +73,7 @@ class _TritonPairLSE(torch.autograd.Function):
             ctx.request.health.fail(NAME, error)
             transposed = None if columns is None else (_transposed(ctx.request.labels), columns[1])
             grad_a, grad_c = streamed_gradients(a_in, c_in, g, ctx.request, transposed=transposed)
-        return grad_a.to(ctx.dtypes[0]), grad_c.to(ctx.dtypes[1]), None, None
+        return grad_a.to(ctx.dtypes[0]), grad_c.to(ctx.dtypes[1]), None
 
 
 class _TritonSelfLSE(torch.autograd.Function):
@@ -82,14 +82,14 @@ class _TritonSelfLSE(torch.autograd.Function):
         with torch.autocast(device_type=u.device.type, enabled=False), torch.no_grad():
             a_in, u_in, spec = prepare(u * scale.to(u.dtype), u, request)
             lse, _, stats = forward_lse(a_in, u_in, spec)
-            if stats is not None:
-                request.logit_map.on_stats(*stats)
         ctx.save_for_backward(a_in, u_in, lse, scale)
         ctx.spec, ctx.dtype, ctx.request = spec, u.dtype, request
-        return lse.to(u.dtype)
+        reported = [] if stats is None else [torch.stack(stats)]  # for Request.reported, outside this function
+        ctx.mark_non_differentiable(*reported)
+        return (lse.to(u.dtype), *reported)
 
     @staticmethod
-    def backward(ctx, grad):  # type: ignore[override]
+    def backward(ctx, grad, *unused):  # type: ignore[override]
         refuse_second_derivative("Triton")
         a_in, u_in, lse, scale = ctx.saved_tensors
         g = grad.float().contiguous()
@@ -125,7 +125,7 @@ class TritonSelf:
             return None
         units, scale = request.candidates, request.scale
         scale_t = scale if isinstance(scale, torch.Tensor) else units.new_tensor(float(scale))
-        return [_TritonSelfLSE.apply(units, scale_t, request)]
+        return request.reported(_TritonSelfLSE.apply(units, scale_t, request))
 
 
 def _same_scale(first: float | torch.Tensor, second: float | torch.Tensor) -> bool:
@@ -172,13 +172,12 @@ class TritonPair:
             first, lse, stats = left
             if not _partners(first, request):
                 return None
-            if stats is not None and request.logit_map is not None and request.logit_map.on_stats is not None:
-                request.logit_map.on_stats(*stats)
+            if stats is not None and request.reports:  # the columns' statistic, left by the partner
+                request.logit_map.on_stats(*stats.unbind(0))  # type: ignore[union-attr]
             return [lse]
-        out: dict[str, Any] = {}
-        lse, lse2 = _TritonPairLSE.apply(request.scaled_anchors(), request.candidates, request, out)
-        slot[NAME] = (request, lse2, out["stats"])
-        return [lse]
+        lse, lse2, *stats = _TritonPairLSE.apply(request.scaled_anchors(), request.candidates, request)
+        slot[NAME] = (request, lse2, stats[1] if stats else None)
+        return request.reported((lse, stats[0]) if stats else (lse,))
 
 
 SELF = TritonSelf()

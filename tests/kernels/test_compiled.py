@@ -153,3 +153,23 @@ def test_a_loss_can_ask_for_its_own_choice(restore, monkeypatch):
     _loss_and_grads("temperature_free", {"compile_maps": True}, "fused", torch.float64)
     # the map's terms and closed form, and the fused kernel's chunk
     assert set(used) == {statement_terms, statement_closed, chunk_forward}
+
+
+@pytest.mark.parametrize("symmetric", [False, True], ids=["one direction", "both directions"])
+def test_dystress_cross_view_compiles_as_a_user_compiles_it(symmetric, restore):
+    """``torch.compile(loss)`` in SimCSE's layout: DySTreSS's statistic leaves the kernel as an output, not as a
+    side effect inside its autograd function (which dynamo refused), so the loss compiles; values, gradients and
+    stats equal the eager loss's."""
+    loss_fn = clp.build_loss("dystress", layout="cross_view", symmetric=symmetric).double()
+    g = torch.Generator().manual_seed(0)
+    z1, z2 = (torch.randn(8, 4, generator=g, dtype=torch.float64) for _ in range(2))
+    out = []
+    for run in (torch.compile(loss_fn), loss_fn):
+        a = z1.clone().requires_grad_()
+        value = run(a, z2)
+        out.append((value.detach(), torch.autograd.grad(value, a)[0], dict(loss_fn.stats)))
+    torch.testing.assert_close(out[0][0], out[1][0], rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(out[0][1], out[1][1], rtol=1e-12, atol=1e-12)
+    assert out[0][2].keys() == out[1][2].keys() and {"tau_mean", "tau_min", "tau_max"} <= out[0][2].keys()
+    for key, value in out[1][2].items():
+        assert out[0][2][key] == pytest.approx(value, rel=1e-12), key
