@@ -65,31 +65,29 @@ def get_loss_class(name: str) -> type[nn.Module]:
     return _REGISTRY[key]
 
 
-def accepted_arguments(cls: type[nn.Module]) -> list[str]:
-    """Keyword arguments a registered loss accepts (its own and the common ones)."""
-    names: list[str] = []
+def _init_parameters(cls: type[nn.Module]) -> list[inspect.Parameter]:
+    """The named keyword parameters of a registered loss's constructors, its own first, each name once."""
+    found: dict[str, inspect.Parameter] = {}
     for klass in cls.__mro__:
         if klass.__module__.startswith("torch.") or klass is object:
             break
         if "__init__" not in klass.__dict__:
             continue
         for p in inspect.signature(klass.__init__).parameters.values():
-            if p.name != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and p.name not in names:
-                names.append(p.name)
-    return names
+            if p.name != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
+                found.setdefault(p.name, p)
+    return list(found.values())
+
+
+def accepted_arguments(cls: type[nn.Module]) -> list[str]:
+    """Keyword arguments a registered loss accepts (its own and the common ones)."""
+    return [p.name for p in _init_parameters(cls)]
 
 
 def flag_arguments(cls: type[nn.Module]) -> list[str]:
     """The boolean keyword arguments of a registered loss (annotated ``bool`` or ``bool | None``): each takes True
     or False only (:func:`cl_plugins.validation.check_flag`)."""
-    names: list[str] = []
-    for klass in cls.__mro__:
-        if klass.__module__.startswith("torch.") or klass is object:
-            break
-        for p in inspect.signature(klass.__init__).parameters.values():
-            if str(p.annotation).replace(" ", "") in ("bool", "bool|None") and p.name not in names:
-                names.append(p.name)
-    return names
+    return [p.name for p in _init_parameters(cls) if str(p.annotation).replace(" ", "") in ("bool", "bool|None")]
 
 
 def build_loss(name: str, **kwargs: Any) -> nn.Module:

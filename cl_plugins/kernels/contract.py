@@ -10,6 +10,7 @@ runs the first that accepts it; :class:`~cl_plugins.kernels.lazy.LazyLogits` bui
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
@@ -295,9 +296,11 @@ class Request:
             return self.anchors
         return self.anchors * self.scale
 
+    @functools.cached_property
     def bound(self) -> float | None:
         """The largest |logit| before a bias: the map's (of unit cosines), else |scale| times the largest anchor and
-        candidate norms (1 for unit rows; AMCL's anchors come divided by their own temperatures)."""
+        candidate norms (1 for unit rows; AMCL's anchors come divided by their own temperatures). Read once per
+        request: a backend that declines it and the next one share it."""
         if self.logit_map is not None:
             return self.logit_map.bound
         with torch.no_grad():
@@ -311,11 +314,12 @@ class Request:
 class Backend(Protocol):
     """A kernel: ``name`` (what a failure warning and :class:`KernelHealth` call it), ``may_fail`` (its compile or
     launch may fail here, and the next backend then takes the request), ``accepts(request)`` and ``run(request) ->
-    [LSE, *LSE at each ratio]`` (forward and backward: the tensors carry autograd)."""
+    [LSE, *LSE at each ratio]`` (forward and backward: the tensors carry autograd), or None where it declines the
+    request only once it has looked at the data (the next backend then takes it)."""
 
     name: str
     may_fail: bool
 
     def accepts(self, request: Request) -> bool: ...
 
-    def run(self, request: Request) -> list[torch.Tensor]: ...
+    def run(self, request: Request) -> list[torch.Tensor] | None: ...

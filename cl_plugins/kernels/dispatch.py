@@ -78,9 +78,9 @@ def choose(requested: str, rows: torch.Tensor, size: int, lazy: bool = True, *,
 
 def backends(request: Request) -> list[Backend]:
     """The backends that may serve ``request``, in the order its choice tries them: a temperature network's own
-    kernel for its logits (any choice); Triton as a block against
-    itself, a bonded block or one direction, then the streaming kernels (a map without a derivative by halves
-    first); the one buffer (by halves first where ``auto`` chose that); streaming (by halves first)."""
+    kernel for its logits (any choice); Triton as a block against itself, a bonded block or one direction, then the
+    streaming kernels (a map without a derivative by halves first); the one buffer (by halves first where ``auto``
+    chose that); streaming (by halves first)."""
     choice = request.choice
     if request.network is not None:  # logits with a per-pair temperature network: its kernel alone
         return [pair_network.BACKEND]

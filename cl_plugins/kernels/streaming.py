@@ -122,10 +122,10 @@ class _Plan:
 
 def make_plan(request: Request, anchors: torch.Tensor | None = None) -> _Plan:
     """The plan of ``request``'s block, whose anchors as the tiles see them are ``anchors`` (default: the request's,
-    scaled); ``request.bound()`` (the largest |logit| before any bias; None: unknown) decides whether the sums keep a
+    scaled); ``request.bound`` (the largest |logit| before any bias; None: unknown) decides whether the sums keep a
     maximum."""
     anchors = request.scaled_anchors() if anchors is None else anchors
-    logit_map, bias, bound = request.logit_map, request.bias, request.bound()
+    logit_map, bias, bound = request.logit_map, request.bias, request.bound
     if request.ratios and logit_map is not None:
         raise ValueError("extra scales (ratios) apply to scalar temperatures only")
     ratios = tuple(float(r) for r in request.ratios)

@@ -389,7 +389,7 @@ def forward_lse(a_in: torch.Tensor, c_in: torch.Tensor, spec: _Spec,
     n, logit_map = a_in.shape[0], spec.logit_map
     lse, extra, stats = (a_in.new_empty(n, dtype=torch.float32), a_in.new_empty(n, dtype=torch.float32),
                          a_in.new_empty(n, 3, dtype=torch.float32))  # fmt: skip
-    stat = logit_map is not None and logit_map.with_stat is not None and logit_map.on_stats is not None
+    stat = logit_map is not None and logit_map.reports
     ratio = float(ratios[0]) if ratios else 1.0
     _forward[spec.grid(n, spec.config.block_a, False)](a_in, c_in, *spec.common, ratio, bool(ratios), lse, extra,
                                                        stats, stat, *spec.sizes, **spec.config.launch())  # fmt: skip

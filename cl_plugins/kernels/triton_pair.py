@@ -33,12 +33,13 @@ import torch
 from .contract import LogitMap, Request
 from .streaming import refuse_second_derivative
 from .symmetric import is_symmetric
-from .triton_lse import _Spec, backward_launch, forward_lse, prepare, streamed_gradients, supports
+from .triton_lse import Triton, _Spec, backward_launch, forward_lse, prepare, streamed_gradients, supports
 
 if TYPE_CHECKING:
     from ..labels import BlockLabels
 
-NAME = "triton"
+#: the name the three Triton backends share: one that fails turns all of them off for its loss
+NAME = Triton.name
 
 
 def _transposed(labels: BlockLabels | None) -> BlockLabels | None:

@@ -118,8 +118,9 @@ def parse_loss_args(items: list[str], loss: str | None = None) -> dict[str, Any]
         if not key.strip().isidentifier():
             raise ValueError(f"--loss_arg {item!r}: {key!r} is not a parameter name; write KEY=VALUE, e.g. tau=0.1")
         key = key.strip()
-        if value.strip().lower() in FLAG_WORDS:
-            out[key] = FLAG_WORDS[value.strip().lower()]
+        word = value.strip().lower()
+        if word in FLAG_WORDS:
+            out[key] = FLAG_WORDS[word]
             continue
         try:
             out[key] = ast.literal_eval(value)
