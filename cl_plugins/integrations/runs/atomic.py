@@ -210,23 +210,6 @@ def latest_complete(parent: Path, prefix: str) -> Path | None:
     return None
 
 
-def save_state(accelerator: Any, path: Path) -> None:
-    """``accelerator.save_state(path)`` through a staging folder, on every process."""
-    tmp = staging(path)
-    if accelerator.is_main_process and tmp.exists():
-        shutil.rmtree(tmp)
-    accelerator.wait_for_everyone()
-    accelerator.save_state(str(tmp))
-    from cl_plugins.integrations.runs.random_states import save as save_random_states
-
-    save_random_states(accelerator, tmp)  # JSON and safetensors in place of Accelerate's pickle
-    accelerator.wait_for_everyone()
-    if accelerator.is_main_process:
-        publish(tmp, path)
-        fault_point("save:published")
-    accelerator.wait_for_everyone()
-
-
 def first_line(exc: BaseException) -> str:
     """The first line of an exception's message (its type's name when it has none), for one-line errors."""
     text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).strip()  # terminal colours some libraries put in messages

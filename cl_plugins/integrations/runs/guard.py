@@ -124,6 +124,11 @@ class Claim:
     committed: bool = False  # the manifest is written
     settled: bool = False  # the run has a checkpoint (or returned): what --overwrite set aside is gone
     may_change: frozenset[str] = MAY_CHANGE  # the settings a resume may change (:func:`may_change`)
+    #: the run's id: the stored one a resume continues, a new one otherwise (each checkpoint file carries it)
+    run_id: str = ""
+
+    def __post_init__(self) -> None:
+        self.run_id = str(self.manifest["run_id"]) if self.manifest is not None else uuid.uuid4().hex[:12]
 
     def commit(self) -> None:
         """The run passed its checks: write (or extend) its manifest. Called by the training loop once a resume
@@ -132,7 +137,7 @@ class Claim:
             return
         now = time.strftime("%Y-%m-%d %H:%M:%S")
         if self.manifest is None:
-            manifest, extended = {"run_id": uuid.uuid4().hex[:12], "created": now, "config": self.config}, {}
+            manifest, extended = {"run_id": self.run_id, "created": now, "config": self.config}, {}
         else:
             manifest, stored = self.manifest, self.manifest["config"]
             extended = {k: [stored.get(k), self.config[k]] for k in sorted(self.may_change & set(self.config))

@@ -32,7 +32,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 import cl_plugins as clp
-from cl_plugins.integrations.runs import atomic, random_states
+from cl_plugins.integrations.runs import atomic, checkpoint
 from cl_plugins.integrations.runs.accelerate_setup import start_tracking
 from cl_plugins.integrations.runs.layout import RunLayout
 
@@ -61,11 +61,12 @@ def apply_learning_rates(optimizer: Any, schedulers: tuple[Any, ...], requested:
                 group["lr"] = lr * factor(inner.last_epoch)
 
 
-def resume_from(accelerator: Any, path: Path, optimizer: Any, schedulers: tuple[Any, ...] = ()) -> None:
-    """``accelerator.load_state(path)``, keeping the learning rates this run was given (a resume may change them)."""
+def resume_from(
+    accelerator: Any, path: Path, contents: checkpoint.Contents, optimizer: Any, schedulers: tuple[Any, ...] = ()
+) -> None:
+    """Load checkpoint ``path``, keeping the learning rates this run was given (a resume may change them)."""
     requested = base_learning_rates(optimizer)
-    accelerator.load_state(str(path))
-    random_states.restore(accelerator, path)
+    checkpoint.load(accelerator, path, contents)
     saved = base_learning_rates(optimizer)
     if saved != requested:
         apply_learning_rates(optimizer, schedulers, requested)
@@ -180,6 +181,7 @@ class Run:
     log_prefix: str = "train"
     tracking: tuple[str, dict[str, Any]] | None = None  # (project, settings) for the trackers
     claim: Any = None  # the guard's claim on the run's folder (:class:`~cl_plugins.integrations.runs.guard.Claim`)
+    unit: str = ""  # the run's unit these checkpoints belong to (``seed_0``, ...: part of each file's identity)
 
     @classmethod
     def of(cls, config: Any, layout: RunLayout, desc: str, project: str, **settings: Any) -> Run:
@@ -188,7 +190,25 @@ class Run:
         from dataclasses import asdict
 
         tracking = (project, {**asdict(config), **settings})
-        return cls(layout.checkpoints, config.resume, config.progress, desc, tracking=tracking, claim=layout.claim)
+        return cls(layout.checkpoints, config.resume, config.progress, desc, tracking=tracking, claim=layout.claim,
+                   unit=layout.unit)
+
+    def identity(self, accelerator: Any) -> checkpoint.Identity:
+        """Whose this run's checkpoints are: the claim's run id (held by the main process, sent to the others)."""
+        run_id = "" if self.claim is None else self.claim.run_id
+        if accelerator.num_processes > 1:
+            from accelerate.utils import broadcast_object_list
+
+            run_id = broadcast_object_list([run_id])[0]
+        return checkpoint.Identity(run_id, self.unit, accelerator.num_processes)
+
+
+@dataclass(frozen=True)
+class Saved:
+    """What the loop checkpoints, and whose checkpoints they are."""
+
+    contents: checkpoint.Contents
+    identity: checkpoint.Identity
 
 
 def fit(
@@ -217,10 +237,10 @@ def fit(
     scheduler = None if schedule is None else accelerator.prepare(schedule(optimizer, total))
     state = RunState()
     state.schedule_steps = total if scheduler is not None else 0
-    for obj in (state, *register):
-        accelerator.register_for_checkpointing(obj)
+    saved = Saved(checkpoint.Contents((model,), (optimizer,), () if scheduler is None else (scheduler,),
+                                      (state, *register)), run.identity(accelerator))  # fmt: skip
     if run.resume and run.checkpoint_dir is not None:
-        _resume(accelerator, run.checkpoint_dir, optimizer, scheduler, state, plan, total)
+        _resume(accelerator, run.checkpoint_dir, saved, state, plan, total)
     unwrapped = accelerator.unwrap_model(model)
     clp.set_epoch_length(unwrapped.loss_fn, steps_per_epoch)  # Accelerate steps on a short last accumulation too
     probe(accelerator, unwrapped, first_batches, hooks.skip_batch)
@@ -238,11 +258,11 @@ def fit(
         if hooks.on_epoch_start is not None:
             hooks.on_epoch_start(state)
         epoch_done = _train_epoch(accelerator, model, optimizer, scheduler, loader, plan, run, hooks, state, bar,
-                                  steps_per_epoch)  # fmt: skip
+                                  steps_per_epoch, saved)  # fmt: skip
         if epoch_done:
-            _end_epoch(accelerator, plan, run, hooks, state)
+            _end_epoch(accelerator, plan, run, hooks, state, saved)
         elif plan.save_unit == "epoch" and run.checkpoint_dir is not None:
-            _save(accelerator, run, state, plan.keep)  # a plan ending inside an epoch
+            _save(accelerator, run, saved, state, plan.keep)  # a plan ending inside an epoch
     bar.close()
     return state
 
@@ -270,15 +290,14 @@ def probe(accelerator: Any, model: nn.Module, loader: Any, skip_batch: Callable[
         np.random.set_state(np_state)
 
 
-def _resume(
-    accelerator: Any, folder: Path, optimizer: Any, scheduler: Any, state: RunState, plan: Plan, total: int
-) -> None:
+def _resume(accelerator: Any, folder: Path, saved: Saved, state: RunState, plan: Plan, total: int) -> None:
     path = atomic.latest_complete(folder, CHECKPOINT)
     if path is None:
         return
-    _refuse_damaged(folder, path)
+    _refuse_unusable(folder, path, saved)
     planned_schedule = state.schedule_steps
-    resume_from(accelerator, path, optimizer, () if scheduler is None else (scheduler,))
+    schedulers = saved.contents.schedulers
+    resume_from(accelerator, path, saved.contents, saved.contents.optimizers[0], schedulers)
     accelerator.print(f"resumed from {path} (step {state.step}, epoch {state.epoch})")
     by_epochs = plan.max_steps <= 0 and float(plan.epochs).is_integer()
     if (state.epoch > plan.epochs) if by_epochs else (state.step > total):
@@ -286,7 +305,7 @@ def _resume(
             (f"{state.step} steps", f"the {total} steps of --epochs / --max_steps")  # fmt: skip
         raise ValueError(f"--resume: {path} has {done} done, more than {asked}; its result would be reported as a "
                          f"shorter run's. Pass --epochs / --max_steps of at least what is done")  # fmt: skip
-    if scheduler is not None and state.schedule_steps != planned_schedule and state.step > 0:
+    if schedulers and state.schedule_steps != planned_schedule and state.step > 0:
         raise ValueError(f"--resume: the learning-rate schedule of this run spans {state.schedule_steps} steps and "
                          f"--epochs / --max_steps now make it {planned_schedule}; the {state.step} steps already "
                          "taken followed the first schedule, so the result would be no run's. Resume with the "
@@ -294,22 +313,33 @@ def _resume(
                          "run")  # fmt: skip
 
 
-def _refuse_damaged(folder: Path, path: Path) -> None:
-    """One line naming the file when checkpoint ``path`` is not as it was written (nothing of it is read before:
-    Accelerate unpickles parts of a checkpoint), and the older intact checkpoint to fall back to, if any."""
+def _refuse_unusable(folder: Path, path: Path, saved: Saved) -> None:
+    """One line naming the file when checkpoint ``path`` is not as this run wrote it (nothing of it is read
+    before), and the newest intact checkpoint to fall back to, if any; one line saying how to restart when it holds
+    pickles (an earlier version's format)."""
     problem = atomic.damage(path)
+    pickled = [] if problem else checkpoint.pickles(path)
+    if pickled:
+        raise ValueError(f"--resume: checkpoint {path} holds pickles ({', '.join(pickled)}), which are never read "
+                         "(they could run code): an earlier cl-plugins wrote it, or it was altered since; start the "
+                         "run again with --overwrite (its saved model still evaluates)")  # fmt: skip
+    problem = problem or checkpoint.problem(path, saved.contents, saved.identity)
     if problem is None:
         return
     older = [p for p in reversed(_checkpoints(folder)) if p != path]
-    intact = next((p for p in older if atomic.is_complete(p) and atomic.damage(p) is None), None)
+    intact = next((p for p in older if atomic.is_complete(p) and _problem(p, saved) is None), None)
     fallback = f"remove it to resume from {intact} (intact)" if intact else "start a new run (--overwrite)"
     raise ValueError(f"--resume: checkpoint {path} is damaged: {problem}; nothing of it was read. Restore the file, "
                      f"{fallback}")
 
 
+def _problem(path: Path, saved: Saved) -> str | None:
+    return atomic.damage(path) or checkpoint.problem(path, saved.contents, saved.identity)
+
+
 def _train_epoch(
     accelerator: Any, model: nn.Module, optimizer: Any, scheduler: Any, loader: Any, plan: Plan, run: Run,
-    hooks: Hooks, state: RunState, bar: Any, steps_per_epoch: int,
+    hooks: Hooks, state: RunState, bar: Any, steps_per_epoch: int, saved: Saved,
 ) -> bool:  # fmt: skip
     """Train until the epoch ends (True) or the plan does inside it (False)."""
     unwrapped = accelerator.unwrap_model(model)
@@ -338,7 +368,7 @@ def _train_epoch(
             hooks.on_step_end(state)
         if run.checkpoint_dir is not None and plan.save_unit == "step" and plan.save_every \
                 and state.step % plan.save_every == 0:  # fmt: skip
-            _save(accelerator, run, state, plan.keep)
+            _save(accelerator, run, saved, state, plan.keep)
         if plan.finished(state, steps_per_epoch):  # a plan of steps (or part of an epoch) ends here
             return False
     return True
@@ -372,7 +402,7 @@ def _log_step(
     bar.set_postfix(loss=f"{state.last_loss:.4f}", **({} if tau is None else {"tau": f"{tau:.4f}"}))
 
 
-def _end_epoch(accelerator: Any, plan: Plan, run: Run, hooks: Hooks, state: RunState) -> None:
+def _end_epoch(accelerator: Any, plan: Plan, run: Run, hooks: Hooks, state: RunState, saved: Saved) -> None:
     if state.loss_count == 0:
         raise ValueError(f"{run.desc}: every batch of epoch {state.epoch + 1} was skipped (too small for a "
                          "contrastive loss); raise --batch_size")  # fmt: skip
@@ -387,14 +417,14 @@ def _end_epoch(accelerator: Any, plan: Plan, run: Run, hooks: Hooks, state: RunS
     last = plan.max_steps <= 0 and state.epoch >= plan.epochs
     paused = bool(plan.stop_after_epochs) and state.epoch >= plan.stop_after_epochs
     if state.epoch % plan.save_every == 0 or last or stopping or paused:
-        _save(accelerator, run, state, plan.keep)
+        _save(accelerator, run, saved, state, plan.keep)
 
 
-def _save(accelerator: Any, run: Run, state: RunState, keep: int) -> None:
+def _save(accelerator: Any, run: Run, saved: Saved, state: RunState, keep: int) -> None:
     """A checkpoint of the run as it is now; then the oldest beyond the newest ``keep`` go (only once the new
     one is complete)."""
     folder = run.checkpoint_dir
-    atomic.save_state(accelerator, folder / f"{CHECKPOINT}_{state.step}")
+    checkpoint.save(accelerator, folder / f"{CHECKPOINT}_{state.step}", saved.contents, saved.identity)
     if accelerator.is_main_process and run.claim is not None:
         run.claim.settle()  # the run has a complete checkpoint: what --overwrite set aside may go
     if not accelerator.is_main_process or keep <= 0:

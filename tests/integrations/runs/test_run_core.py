@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from cl_plugins.integrations.runs import atomic, guard, saved_model
+from cl_plugins.integrations.runs import atomic, checkpoint, guard, saved_model
 from tests import ROOT
 from tests.planted import Planted
 
@@ -285,7 +285,7 @@ DAMAGE = {
     "truncated": lambda p, marker: p.write_bytes(p.read_bytes()[: p.stat().st_size // 2]),
     "crafted pickle": lambda p, marker: torch.save({"x": Planted(marker)}, p),
 }
-CHECKPOINT_FILES = ("random_states_0.json", "random_states_0.safetensors", "custom_checkpoint_0.pkl", "optimizer.bin",
+CHECKPOINT_FILES = ("random_states_0.json", "random_states_0.safetensors", "state.json", "state.safetensors",
                     "model.safetensors")
 
 
@@ -303,8 +303,8 @@ def two_checkpoints(data_root, tmp_path_factory) -> Path:
 def test_a_damaged_checkpoint_is_refused_in_one_line_before_anything_of_it_is_read(
     two_checkpoints, tmp_path, monkeypatch, capsys, damage, name
 ):
-    """Issue 61: a checkpoint's marker lists its files (size, SHA-256); --resume verifies them before Accelerate
-    unpickles anything, names the file, and points at the older intact checkpoint."""
+    """A checkpoint's marker lists its files (size, SHA-256); --resume verifies them before it reads anything, names
+    the file, and points at the older intact checkpoint."""
     import shutil
 
     from cl_plugins.integrations.console import main
@@ -322,16 +322,38 @@ def test_a_damaged_checkpoint_is_refused_in_one_line_before_anything_of_it_is_re
     assert not marker.exists() and _snapshot(out) == before
 
 
-def test_a_checkpoint_with_an_added_file_or_without_its_list_is_refused(tmp_path):
-    from cl_plugins.integrations.runs.training import _refuse_damaged
+@pytest.mark.slow
+def test_a_crafted_pickle_under_a_rewritten_marker_runs_nothing(two_checkpoints, tmp_path, capsys):
+    """The marker is no seal (anyone who can write the folder can list the files again): a checkpoint with a pickle
+    in it is refused whatever its marker says, and nothing of it is unpickled."""
+    import shutil
 
+    from cl_plugins.integrations.console import main
+    from tests.integrations.runs.test_checkpoint import rewrite_marker
+
+    out, marker = tmp_path / "run", tmp_path / "pwned"
+    shutil.copytree(two_checkpoints, out)
+    newest = max((out / "seed_0" / "checkpoints").iterdir(), key=lambda p: int(p.name.split("_")[1]))
+    torch.save({"x": Planted(marker)}, newest / "custom_checkpoint_0.pkl")
+    rewrite_marker(newest)
+    with pytest.raises(SystemExit):
+        main(["graphcl-tu", *GRAPH.split(), "--no-progress", "--epochs", "3", "--resume", "--output_dir", str(out)])
+    err = capsys.readouterr().err
+    assert err.count("error: ") == 1 and "holds pickles (custom_checkpoint_0.pkl)" in err and "--overwrite" in err
+    assert not marker.exists()
+
+
+def test_a_checkpoint_with_an_added_file_or_without_its_list_is_refused(tmp_path):
+    from cl_plugins.integrations.runs.training import Saved, _refuse_unusable
+
+    saved = Saved(checkpoint.Contents((torch.nn.Linear(1, 1),)), checkpoint.Identity("", "", 1))
     for step in (1, 2):
         with atomic.folder(tmp_path / f"step_{step}") as tmp:
             (tmp / "model.safetensors").write_bytes(b"weights")
     assert atomic.damage(tmp_path / "step_2") is None
     (tmp_path / "step_2" / "extra.pkl").write_bytes(b"x")
-    with pytest.raises(ValueError, match=r"step_2 is damaged: extra.pkl was not written with it; .*step_1 \(intact\)"):
-        _refuse_damaged(tmp_path, tmp_path / "step_2")
+    with pytest.raises(ValueError, match=r"step_2 is damaged: extra.pkl was not written with it; .*start a new run"):
+        _refuse_unusable(tmp_path, tmp_path / "step_2", saved)
     (tmp_path / "step_1" / atomic.MARKER).write_text("{}")
     with pytest.raises(ValueError, match=r"its list of files\) is missing or unreadable.*start a new run"):
-        _refuse_damaged(tmp_path, tmp_path / "step_1")
+        _refuse_unusable(tmp_path, tmp_path / "step_1", saved)

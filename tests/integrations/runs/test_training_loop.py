@@ -37,8 +37,7 @@ def test_fit_gives_a_schedule_in_epochs_the_steps_of_an_epoch():
 
 
 def test_random_states_are_saved_as_json_and_safetensors_and_restored(tmp_path):
-    """Issue 61: a checkpoint's random states were a pickle that Accelerate unpickles (and skips silently when it
-    is missing); they are now plain values and tensors, restored exactly."""
+    """A checkpoint's random states are plain values and tensors (never a pickle), restored exactly."""
     import random
     from types import SimpleNamespace
 
@@ -46,10 +45,9 @@ def test_random_states_are_saved_as_json_and_safetensors_and_restored(tmp_path):
 
     from cl_plugins.integrations.runs import random_states
 
-    (tmp_path / "random_states_0.pkl").write_bytes(b"what accelerate wrote")
     saved = SimpleNamespace(process_index=0, step=5)
     random.seed(1), np.random.seed(2), torch.manual_seed(3)
-    random_states.save(saved, tmp_path)
+    random_states.save(saved, tmp_path, {"run": "r", "rank": "0"})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["random_states_0.json", "random_states_0.safetensors"]
     expected = (random.random(), np.random.rand(), torch.rand(3))
     random.seed(9), np.random.seed(9), torch.manual_seed(9)
