@@ -16,7 +16,9 @@ or extended. The claim is *settled* (:meth:`Claim.settle`) once the run's first 
 returns:
 until then ``--overwrite`` has only moved the previous run aside (``OUTPUT/.cl_plugins_replaced``), a run that
 fails puts it back and removes what it wrote (a resume's manifest is restored as it was), and a run killed before
-it is rolled back by the next command in the folder.
+it is rolled back by the next command in the folder, or by a reader (:func:`restore_interrupted`). The moves are
+journaled (``OUTPUT/.cl_plugins_overwrite.json``, written before the first one), so a stop between any two file
+operations leaves a state :func:`restore` undoes exactly.
 """
 
 from __future__ import annotations
@@ -48,8 +50,11 @@ SEED_LISTS = frozenset({"seeds"})
 NOT_COMPARED = frozenset({"resume", "overwrite", "progress", "log_with", "output_dir", "keep_checkpoints"})
 #: where ``--overwrite`` keeps the previous run until the new one settles (its first checkpoint, or its end)
 REPLACED = ".cl_plugins_replaced"
+#: the journal of an ``--overwrite``: the previous run's entries, written before any of them moves, and whether the
+#: new run has settled (then what was set aside is deleted; before, a restore puts it back)
+JOURNAL = ".cl_plugins_overwrite.json"
 #: what the guard itself keeps in a folder (never part of a run)
-OWN = frozenset({".cl_plugins.lock", REPLACED})
+OWN = frozenset({".cl_plugins.lock", REPLACED, JOURNAL})
 
 F = TypeVar("F", bound=Callable[..., Any])
 _CLAIMED: dict[Path, Claim] = {}  # folders this process runs in now (MABEL's run calls the text trainer's)
@@ -153,7 +158,11 @@ class Claim:
         """The committed run has a complete checkpoint (or returned): what ``--overwrite`` set aside goes now, and
         a failure no longer rolls it back. Called by the training loop after each save."""
         if self.committed and not self.settled:
-            shutil.rmtree(self.out / REPLACED, ignore_errors=True)
+            journal = _journal(self.out)
+            if journal is not None:
+                _step()
+                atomic.write_json(self.out / JOURNAL, {**journal, "state": "settled"})
+            _finish_settle(self.out)
             self.settled = True
 
 
@@ -196,26 +205,105 @@ def _read_manifest(path: Path) -> dict[str, Any]:
 
 def _set_aside(out: Path) -> None:
     """Move the folder's contents into ``REPLACED`` (``--overwrite``: deleted when the run settles, restored if it
-    fails before)."""
-    aside = out / REPLACED
-    aside.mkdir()
-    for entry in list(out.iterdir()):
-        if entry.name not in OWN:
-            entry.rename(aside / entry.name)
+    fails before), journaled first: a stop between any two moves leaves a state :func:`restore` undoes exactly."""
+    names = sorted(p.name for p in out.iterdir() if p.name not in OWN)
+    _step()
+    atomic.write_json(out / JOURNAL, {"state": "replacing", "entries": names})
+    _step()
+    (out / REPLACED).mkdir(exist_ok=True)
+    for name in names:
+        _step()
+        (out / name).rename(out / REPLACED / name)
+
+
+def _step() -> None:
+    """Before each file operation of ``--overwrite``'s set-aside, settle and restore: the test hook's stop."""
+    atomic.fault_point("overwrite:step")
+
+
+def _journal(out: Path) -> dict[str, Any] | None:
+    """The folder's ``--overwrite`` journal (None: none); one that is unreadable is refused in one line."""
+    try:
+        journal = json.loads((out / JOURNAL).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise RunConflict(f"{out / JOURNAL} is unreadable ({exc}); the previous run is in {out / REPLACED}: move "
+                          "its entries back by hand and delete the journal") from None  # fmt: skip
+    if not (isinstance(journal, dict) and journal.get("state") in ("replacing", "settled")
+            and isinstance(journal.get("entries"), list) and all(isinstance(n, str) for n in journal["entries"])):
+        raise RunConflict(f"{out / JOURNAL} is not an --overwrite journal; the previous run is in {out / REPLACED}: "
+                          "move its entries back by hand and delete the journal")  # fmt: skip
+    return journal
+
+
+def restore(out: Path) -> None:
+    """Finish what an interrupted ``--overwrite`` left (under the folder's lock): before the new run settled, the
+    previous run comes back exactly (the new run's entries go); after, what was set aside goes. Idempotent: a stop
+    inside it is finished by the next call. A set-aside without a journal (an earlier version's) comes back with
+    nothing deleted but the new run's copies of its entries."""
+    aside, journal = out / REPLACED, _journal(out)
+    if journal is not None and journal["state"] == "settled":
+        _finish_settle(out)
+        return
+    if journal is None and not aside.is_dir():
+        return
+    entries = set(journal["entries"]) if journal is not None else \
+        {p.name for p in out.iterdir()} | {p.name for p in aside.iterdir()}  # fmt: skip
+    for entry in sorted(out.iterdir()):
+        if entry.name not in OWN and entry.name not in entries:
+            _step()
+            _remove(entry)
+    for name in sorted(entries):
+        if (aside / name).exists() or (aside / name).is_symlink():
+            if (out / name).exists() or (out / name).is_symlink():
+                _step()
+                _remove(out / name)
+            _step()
+            (aside / name).rename(out / name)
+    if aside.is_dir():
+        _step()
+        aside.rmdir()
+    _step()
+    (out / JOURNAL).unlink(missing_ok=True)
+
+
+def _finish_settle(out: Path) -> None:
+    _step()
+    shutil.rmtree(out / REPLACED, ignore_errors=True)
+    _step()
+    (out / JOURNAL).unlink(missing_ok=True)
+
+
+def _remove(entry: Path) -> None:
+    shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
 
 
 def _roll_back(out: Path, before: frozenset[str] = frozenset()) -> None:
-    """Undo an uncommitted run: remove what it wrote (every entry not in ``before``; all of them when
-    ``--overwrite`` set the previous run aside), then put back what was set aside."""
-    aside = out / REPLACED
-    keep = OWN if aside.is_dir() else OWN | before
+    """Undo an uncommitted run: what ``--overwrite`` set aside comes back (:func:`restore`); without one, every
+    entry not in ``before`` goes."""
+    if (out / JOURNAL).is_file() or (out / REPLACED).is_dir():
+        restore(out)
+        return
     for entry in list(out.iterdir()):
-        if entry.name not in keep:
-            shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
-    if aside.is_dir():
-        for entry in list(aside.iterdir()):
-            entry.rename(out / entry.name)
-        aside.rmdir()
+        if entry.name not in OWN | before:
+            _remove(entry)
+
+
+def restore_interrupted(path: Path) -> None:
+    """For readers: when ``path`` lies in a run folder an interrupted ``--overwrite`` left, restore it (see
+    :func:`restore`) before reading; one line when a running command holds the folder."""
+    for out in (path, *list(path.parents)[:3]):
+        if out.resolve() in _CLAIMED:
+            return  # this process runs there: what is set aside is its own to settle
+        if (out / JOURNAL).is_file() or (out / REPLACED).is_dir():
+            try:
+                with _lock(out):
+                    restore(out)
+            except RunConflict as exc:
+                raise RunConflict(f"{out} is being replaced by a running --overwrite ({exc}); its previous run "
+                                  f"is in {out / REPLACED} until the new run's first checkpoint") from None  # fmt: skip
+            return
 
 
 def _prepare(out: Path) -> bool:
@@ -258,8 +346,7 @@ def guarded(run: F) -> F:
         claim = None
         try:
             with _lock(out):
-                if (out / REPLACED).is_dir():  # a command killed before its commit: the previous run comes back
-                    _roll_back(out)
+                restore(out)  # a command stopped inside --overwrite: its journal says what comes back
                 atomic.recover_tree(out)
                 claim = Claim(out, _settings(config), _check(out, config), frozenset(p.name for p in out.iterdir()),
                               may_change=may_change(config))  # fmt: skip

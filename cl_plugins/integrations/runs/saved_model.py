@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from cl_plugins.integrations.runs import atomic
+from cl_plugins.integrations.runs import atomic, guard
 from cl_plugins.integrations.runs.layout import MODEL
 
 T = TypeVar("T")
@@ -94,6 +94,7 @@ def _folder_of(path: Path) -> Path:
 def read_info(path: str | Path, trainers: Iterable[str], what: str) -> SavedModel:
     """The folder's ``cl_plugins.json`` (weights not read), checked to come from one of ``trainers``."""
     trainers = tuple(trainers)
+    guard.restore_interrupted(Path(path).absolute())  # a run folder an interrupted --overwrite left: back first
     folder = _folder_of(Path(path))
     expected = f"a {what} (a folder written by {' or '.join(trainers)})"
     if not folder.exists():

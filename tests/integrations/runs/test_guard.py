@@ -257,9 +257,9 @@ def test_graphcl_resumed_with_a_new_learning_rate_trains_with_it(data_root, tmp_
 
     graphcl_tu.run(config(1, 0.01))
     graphcl_tu.run(config(2, 0.005, resume=True))
-    from cl_plugins.integrations.runs import atomic
+    from cl_plugins.integrations.runs import atomic, checkpoint, plain_state
 
     newest = atomic.latest_complete(tmp_path / "seed_0" / "checkpoints", "step")
     assert newest is not None and newest.name == "step_6"  # MUTAG's 188 graphs: 3 batches of 64 an epoch
-    state = torch.load(newest / "optimizer.bin", weights_only=False)
+    state = plain_state.read(newest / checkpoint.STATE)["optimizers"][0]
     assert [g["lr"] for g in state["param_groups"]] == [0.005]

@@ -264,12 +264,20 @@ def test_a_loss_refused_at_its_first_call_changes_nothing_on_disk(finished, tmp_
 
 
 @pytest.mark.slow
-def test_a_run_killed_after_its_commit_before_its_first_checkpoint_gives_the_replaced_run_back(finished):
+@pytest.mark.parametrize("next_command", ["a refused run", "a reader"])
+def test_a_run_killed_after_its_commit_before_its_first_checkpoint_gives_the_replaced_run_back(finished, capsys,
+                                                                                               next_command):
     before = _snapshot(finished)
     killed = _graph(finished, "--epochs", "2", "--loss", "macl", "--overwrite", fault="run:committed")
     assert killed.returncode == KILLED
     assert (finished / guard.REPLACED).is_dir() and (finished / guard.MANIFEST).is_file()
-    _one_line(_graph(finished, "--epochs", "2", "--loss", "macl"), "--overwrite")  # the next command restores it
+    if next_command == "a reader":  # graph-eval finds the model (it sat in .cl_plugins_replaced/)
+        from cl_plugins.integrations.hosts.graph.evaluate import main
+
+        main(["tu", "--checkpoint", str(finished / "seed_0"), "--folds", "3"])
+        assert 50 < json.loads(capsys.readouterr().out)["accuracy_mean"] <= 100
+    else:
+        _one_line(_graph(finished, "--epochs", "2", "--loss", "macl"), "--overwrite")  # it restores, then refuses
     assert _snapshot(finished) == before
 
 

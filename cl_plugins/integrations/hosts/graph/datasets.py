@@ -19,6 +19,7 @@ import torch
 
 from cl_plugins.integrations.data.downloads import OFFLINE_VARS, offline
 from cl_plugins.integrations.data.paths import ENV, cache_dir, data_root, fingerprint
+from cl_plugins.integrations.hosts.graph import planetoid_raw
 from cl_plugins.integrations.runs.atomic import first_line
 
 TU_SUBDIR = "graphs/tu"
@@ -96,8 +97,8 @@ def _stage_raw(kind: str, subdir: str, name: str, root: str | Path | None) -> Pa
     cache = cache_dir(kind) / fingerprint(files, LOADER_VERSION)
     dst = cache / name / "raw"
     if not dst.is_dir():
-        if root is None:  # the data root's registered files (PyG unpickles Planetoid's); a folder the user names
-            from cl_plugins.integrations.data import catalogue  # holds their own
+        if root is None:  # the data root's files are the registered ones; a folder the user names holds their own
+            from cl_plugins.integrations.data import catalogue  # (Planetoid's pickles: read by planetoid_raw first)
 
             catalogue.refuse_unpublished(files, f"{subdir}/{name}/raw")
         if kind == "tu":
@@ -244,6 +245,8 @@ def load_planetoid(name: str, *, root: str | Path | None = None, normalize_featu
     from torch_geometric.datasets import Planetoid
 
     cache = _stage_raw("planetoid", PLANETOID_SUBDIR, name, root)
+    if (cache / name / "raw").is_dir():  # whoever put them there: PyG unpickles them
+        planetoid_raw.check(cache / name / "raw", name)
     try:
         transform = T.NormalizeFeatures() if normalize_features else None
         return _open_cached(lambda: Planetoid(str(cache), name, transform=transform), cache / name / "processed")
