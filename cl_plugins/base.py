@@ -142,6 +142,9 @@ class ContrastiveLoss(nn.Module):
                 f"hard_negative_weight must be a number, got {type(hard_negative_weight).__name__}"
             )
         self.hard_negative_weight = check_range("hard_negative_weight", hard_negative_weight, -1e4, 1e4)
+        if self.hard_negative_weight != 0.0 and self.layout != "cross_view":
+            raise ValueError(f"hard_negative_weight is the bias of SimCSE's hard negatives (layout='cross_view' with "
+                             f"hard_negatives=); layout={self.layout!r} has none, so it would do nothing: drop it")
         self.gather_distributed = check_flag("gather_distributed", gather_distributed)
         self.check_inputs = check_flag("check_inputs", check_inputs)
         self.kernel = check_choice("kernel", kernel, KERNELS)

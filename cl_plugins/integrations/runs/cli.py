@@ -177,6 +177,11 @@ def config_from_args(config_cls: type[T], args: argparse.Namespace) -> T:
     values = {name: getattr(args, name) for name in names if name != "loss_args"}
     if "loss_args" in names:
         values["loss_args"] = parse_loss_args(getattr(args, "loss_arg", []), values.get("loss"))
+    for name, value in values.items():
+        if name.endswith("seeds") and isinstance(value, list) and len(set(value)) < len(value):
+            repeated = sorted({s for s in value if value.count(s) > 1})
+            raise ValueError(f"--{name} {' '.join(map(str, value))}: seed {repeated[0]} is given twice; each seed is "
+                             "one run of the reported mean, so give each once")  # fmt: skip
     return config_cls(**values)
 
 

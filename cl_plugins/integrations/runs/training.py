@@ -281,13 +281,29 @@ def probe(accelerator: Any, model: nn.Module, loader: Any, skip_batch: Callable[
                 return
             trial = copy.deepcopy(model)
             batch = send_to_device(batch, accelerator.device)
-            with accelerator.autocast():
-                loss = trial(**batch) if isinstance(batch, Mapping) else trial(batch)
+            try:
+                with accelerator.autocast():
+                    loss = trial(**batch) if isinstance(batch, Mapping) else trial(batch)
+            except ValueError as exc:
+                if "more than 1 value per channel" not in str(exc):
+                    raise
+                raise ValueError("a batch of one sample cannot train this model (its batch normalisation needs at "
+                                 "least 2): raise --batch_size") from None  # fmt: skip
             loss.backward()
+            _refuse_no_negatives(getattr(trial, "loss_fn", None))
             del trial, loss
     finally:
         random.setstate(py_state)
         np.random.set_state(np_state)
+
+
+def _refuse_no_negatives(loss_fn: Any) -> None:
+    """A first batch in which no anchor has a negative (one sample, or one label) trains on a loss of 0: the run
+    would report an untrained model's score."""
+    rows = getattr(loss_fn, "stats", {}).get("rows_without_negative", 0)
+    if rows:
+        raise ValueError(f"the first batch gives no anchor a negative ({rows:g} rows: a batch of one sample, or every "
+                         "label the same), so every step would train on a loss of 0; raise --batch_size")  # fmt: skip
 
 
 def _resume(accelerator: Any, folder: Path, saved: Saved, state: RunState, plan: Plan, total: int) -> None:

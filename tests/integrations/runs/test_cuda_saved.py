@@ -36,7 +36,8 @@ def test_a_checkpoint_saved_on_the_gpu_with_pickles_is_refused_in_one_line(data_
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
     errors = [line for line in res.stderr.splitlines() if line.startswith("error: ")]
     assert res.returncode == 2 and len(errors) == 1 and "Traceback" not in res.stderr, res.stderr[-3000:]
-    assert "holds pickles (custom_checkpoint_0.pkl, optimizer.bin, random_states_0.pkl)" in errors[0] and "--overwrite" in errors[0]
+    assert "holds pickles (custom_checkpoint_0.pkl, optimizer.bin, random_states_0.pkl)" in errors[0]
+    assert "--overwrite" in errors[0]
 
 
 def test_saved_models_from_the_gpu_read_onto_the_cpu():

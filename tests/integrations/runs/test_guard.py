@@ -246,7 +246,6 @@ def test_a_new_learning_rate_on_resume_is_applied_through_its_schedule():
 
 @pytest.mark.slow
 def test_graphcl_resumed_with_a_new_learning_rate_trains_with_it(data_root, tmp_path):
-    import torch
 
     from cl_plugins.integrations.hosts.graph import graphcl_tu
 

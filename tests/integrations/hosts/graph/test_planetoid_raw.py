@@ -48,5 +48,6 @@ def test_a_crafted_planetoid_file_under_data_root_runs_nothing(data_root, tmp_pa
               "--log_with", "none", "--output_dir", str(tmp_path / "out")])  # fmt: skip
     err = capsys.readouterr().err
     assert info.value.code == 2 and err.count("error: ") == 1 and "Traceback" not in err, err
-    assert f"ind.cora.{part} is not a Planetoid file: it is not a readable pickle" in err and "exec, which a Planetoid file never does" in err
+    assert f"ind.cora.{part} is not a Planetoid file: it is not a readable pickle" in err
+    assert "exec, which a Planetoid file never does" in err
     assert not marker.exists() and not (tmp_path / "out").exists()

@@ -220,3 +220,11 @@ def test_training_files_read_through_datasets_hold_what_python_reads(tmp_path):
     (tmp_path / "empty.txt").write_text("\n \n", encoding="utf-8")
     with pytest.raises(ValueError, match="holds no sentences"):
         load_rows(tmp_path / "empty.txt")
+
+
+def test_a_batch_of_one_is_refused_before_the_run_claims_its_folder(tiny, tmp_path):
+    """One sentence per batch gives its anchor no negative: every loss would be 0 and the untrained model's score
+    reported; the probe on the first batch refuses it before anything is written."""
+    with pytest.raises(ValueError, match="the first batch gives no anchor a negative .*raise --batch_size"):
+        train(_config(tiny, tmp_path / "one", batch_size=1, max_steps=2))
+    assert not (tmp_path / "one").exists()

@@ -144,3 +144,15 @@ def test_two_process_run(data_root, tmp_path):
     out = subprocess.run(msc, capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert out.returncode == 0, failure_report(out)
     assert len(json.loads((tmp_path / "msc" / "results.json").read_text())["runs"][0]["roc_auc"]) == 2
+
+
+def test_a_batch_of_one_is_refused_in_one_line_before_the_folder_is_claimed(data_root, tmp_path, capsys):
+    from cl_plugins.integrations.hosts.vision.train import main
+
+    tiny = [a for a in TINY]
+    tiny[tiny.index("--batch_size") + 1] = "1"
+    with pytest.raises(SystemExit):
+        main([*tiny, "--epochs", "1", "--output_dir", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert err.count("error: ") == 1 and "raise --batch_size" in err and "Traceback" not in err, err
+    assert not (tmp_path / "out").exists()
