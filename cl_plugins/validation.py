@@ -11,16 +11,13 @@ from collections.abc import Sequence
 
 import torch
 
+from .arguments import ArgumentTypeError, check_flag, flag_parameters, strict_flags  # noqa: F401 - their home
+
 # Cosines computed in low precision can exceed 1 by a few ulps; beyond this we refuse.
 SIMILARITY_TOLERANCE = 1e-3
 #: temperatures outside this range give logits s / τ that overflow float32 or lose all its precision (τ → 0),
 #: or that float32 cannot tell apart (τ → ∞); no paper comes near either end
 TEMPERATURE_RANGE = (1e-6, 1e6)
-
-
-class ArgumentTypeError(TypeError, ValueError):
-    """An argument of the wrong kind (a string where a number belongs, a name the strategy does not take): a
-    ``TypeError`` to Python code, and a ``ValueError`` to command lines, which report bad input in one line."""
 
 
 def check_positive(name: str, value: float) -> float:
@@ -59,15 +56,6 @@ def check_range(name: str, value: float, low: float, high: float) -> float:
     if not (low <= value <= high) or not math.isfinite(value):
         raise ValueError(f"{name} must be a finite number in [{low}, {high}], got {value}")
     return float(value)
-
-
-def check_flag(name: str, value: object, *, optional: bool = False) -> bool | None:
-    """A boolean argument: True or False (or None where ``optional``); anything else, ``"false"``, 0 or 1
-    included, is refused in one line naming the argument (truthiness would read ``"false"`` as True)."""
-    if isinstance(value, bool) or (optional and value is None):
-        return value
-    allowed = "True, False or None" if optional else "True or False"
-    raise ArgumentTypeError(f"{name} must be {allowed}, got {value!r}")
 
 
 def check_choice(name: str, value: str, choices: Sequence[str]) -> str:

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from cl_plugins.arguments import strict_flags
+
 C_GRID = (1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0)
 
 
+@strict_flags
 def svm_cv_accuracy(
     embeddings: np.ndarray,
     labels: np.ndarray,

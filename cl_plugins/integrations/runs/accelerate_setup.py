@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from cl_plugins.arguments import strict_flags
 from cl_plugins.integrations.runs.layout import RunLayout
 from cl_plugins.validation import check_count
 
@@ -23,6 +24,7 @@ def available_tracker(log_with: str) -> str:
     return log_with
 
 
+@strict_flags
 def make_accelerator(
     out: RunLayout | str | Path,
     gradient_accumulation_steps: int = 1,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from cl_plugins.arguments import strict_flags
 from cl_plugins.registry import bundled_names
 
 
@@ -18,6 +19,7 @@ def output_dir_field(default: str, what: str = "checkpoints, models, results.jso
     return field(default=default, metadata={"help": f"where the run writes ({what})"})
 
 
+@strict_flags
 @dataclass(kw_only=True)
 class RunConfig:
     """Fields of every trainer's config (each trainer adds its own, and may give ``output_dir`` its default)."""

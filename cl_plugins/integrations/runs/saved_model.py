@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from cl_plugins.arguments import strict_flags
 from cl_plugins.integrations.runs import atomic, guard
 from cl_plugins.integrations.runs.layout import MODEL
 
@@ -183,6 +184,7 @@ def _at_most(tensors: int, where: Path) -> Iterator[None]:
             handle.remove()
 
 
+@strict_flags
 def build(saved: SavedModel, factory: Callable[[], Any], what: str, *, strict: bool = True) -> Any:
     """``factory()`` (a module built from ``saved.model`` / the run), first on the ``meta`` device, where nothing
     is allocated and construction stops beyond the weights' tensor count; its names and shapes are compared with

@@ -32,6 +32,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 import cl_plugins as clp
+from cl_plugins.arguments import strict_flags
 from cl_plugins.integrations.runs import atomic, checkpoint
 from cl_plugins.integrations.runs.accelerate_setup import start_tracking
 from cl_plugins.integrations.runs.layout import RunLayout
@@ -73,6 +74,7 @@ def resume_from(
         accelerator.print(f"learning rate {saved} -> {requested} from here on")
 
 
+@strict_flags
 @dataclass
 class Plan:
     """How long a run trains and when it saves.
@@ -169,6 +171,7 @@ class Hooks:
     step_logs: Callable[[], dict[str, float]] | None = None
 
 
+@strict_flags
 @dataclass
 class Run:
     """Where a run keeps its checkpoints, how it reports, and the guard's claim the loop commits: the loop's side

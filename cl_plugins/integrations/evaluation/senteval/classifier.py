@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from sklearn.model_selection import StratifiedKFold
 
+from cl_plugins.arguments import strict_flags
 from cl_plugins.integrations.evaluation.senteval.probe_optim import StackedOptimizer
 
 REGS = [10.0**t for t in range(-5, -1)]
@@ -265,6 +266,7 @@ def inner_kfold(x: np.ndarray, y: np.ndarray, n_classes: int, cfg: ProbeConfig) 
     return {"devacc": round(float(np.mean(dev)), 2), "acc": round(float(np.mean(test)), 2), "n": float(len(y))}
 
 
+@strict_flags
 def kfold_then_test(
     xtr: np.ndarray,
     ytr: np.ndarray,

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
+from cl_plugins.arguments import strict_flags
 from cl_plugins.integrations.evaluation.senteval.classifier import ProbeConfig
 from cl_plugins.integrations.evaluation.senteval.embedders import Embedder
 from cl_plugins.integrations.evaluation.senteval.sts import eval_relatedness, eval_sts_year
@@ -35,6 +36,7 @@ def expand_tasks(spec: str | Sequence[str]) -> list[str]:
     return tasks
 
 
+@strict_flags
 def evaluate(
     encoder: Encoder,
     tasks: str | Sequence[str] = "sts",

@@ -42,6 +42,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import cl_plugins as clp
+from cl_plugins.arguments import strict_flags
 from cl_plugins.validation import check_pair, check_temperature, check_unit_rows
 
 #: open_clip's initial temperature: ``logit_scale`` starts at log(1 / 0.07)
@@ -54,6 +55,7 @@ def follows_host_tau(name: str) -> bool:
     return clp.get_loss_class(name).host_temperature(0.5) == {"tau": 0.5}
 
 
+@strict_flags
 def gather_features(x: torch.Tensor, *, with_grad: bool, keep_local: bool, rank: int, world_size: int) -> torch.Tensor:
     """Every rank's ``x`` [n, D] in rank order, as open_clip gathers: with gradient through every slice
     (``with_grad``), or without, except this rank's own slice when ``keep_local``."""
@@ -80,6 +82,7 @@ def check_logit_scale(logit_scale: torch.Tensor | float) -> None:
     check_temperature("tau (1 / logit_scale)", 1.0 / value)
 
 
+@strict_flags
 class StrategyClipLoss(nn.Module):
     """``ClipLoss`` with strategy ``loss``.
 

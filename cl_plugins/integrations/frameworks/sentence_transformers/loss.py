@@ -31,6 +31,7 @@ from sentence_transformers.base.losses.gradcache import CachedLossMixin
 from torch import nn
 
 import cl_plugins as clp
+from cl_plugins.arguments import strict_flags
 from cl_plugins.distributed import gather_no_grad
 from cl_plugins.integrations.frameworks.hf_trainer import StrategyTrainerCallback
 from cl_plugins.layouts import unit_rows
@@ -40,6 +41,7 @@ from cl_plugins.validation import check_embeddings, check_positive
 MNRL_SCALE = 20.0
 
 
+@strict_flags
 class StrategyRankingLoss(nn.Module):
     """MNRL's seam with strategy ``loss``.
 
@@ -129,6 +131,7 @@ def text_keys(features: dict[str, torch.Tensor]) -> torch.Tensor:
     return torch.tensor(rows, dtype=torch.long, device=ids.device)
 
 
+@strict_flags
 class CachedStrategyRankingLoss(CachedLossMixin, StrategyRankingLoss):
     """:class:`StrategyRankingLoss` with GradCache: the memory of ``mini_batch_size`` rows at any batch size.
 

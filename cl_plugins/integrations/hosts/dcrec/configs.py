@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import asdict, dataclass, field
 
+from cl_plugins.arguments import strict_flags
 from cl_plugins.integrations.runs.cli import new_parser
 from cl_plugins.integrations.runs.config import RunConfig, output_dir_field
 
@@ -35,6 +36,7 @@ def preset_for(dataset: str) -> dict[str, float]:
     return PRESETS["ml-20m"] if dataset.startswith("ml-") else PRESETS["default"]
 
 
+@strict_flags
 @dataclass(kw_only=True)
 class DCRecConfig(RunConfig):
     dataset: str = field(default="ml-100k", metadata={"help": "ml-100k, ml-1m (MovieLens files) or a DCRec split name"})

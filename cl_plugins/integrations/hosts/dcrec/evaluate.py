@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from cl_plugins.arguments import strict_flags
 from cl_plugins.integrations.evaluation.ranking import KS, popularity_negatives, ranking_metrics
 from cl_plugins.integrations.hosts.dcrec.configs import evaluate_parser
 from cl_plugins.integrations.hosts.dcrec.model import DCRec, DCRecGraphs
@@ -28,6 +29,7 @@ def history_mask(item_seq: torch.Tensor, num_items: int) -> torch.Tensor:
     return mask
 
 
+@strict_flags
 @torch.no_grad()
 def evaluate(
     model: DCRec,

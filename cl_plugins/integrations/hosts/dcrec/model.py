@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import cl_plugins as clp
+from cl_plugins.arguments import strict_flags
 from cl_plugins.integrations.hosts.dcrec.graphs import ItemGraph, UserEdges, light_gcn, neighbour_readout
 from cl_plugins.integrations.hosts.dcrec.sequence_encoder import Dropout, SequenceEncoder
 
@@ -68,6 +69,7 @@ def dcrec_kl(expected: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     return F.kl_div(torch.log_softmax(weights + 1e-8, dim=0), target, reduction="batchmean", log_target=True)
 
 
+@strict_flags
 class DCRec(nn.Module):
     """DCRec's model; ``forward(batch)`` returns ``ce + cl + kl`` (terms in :attr:`last_terms`).
 

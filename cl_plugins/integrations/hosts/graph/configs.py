@@ -8,10 +8,12 @@ import argparse
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from cl_plugins.arguments import strict_flags
 from cl_plugins.integrations.runs.cli import host_head_field, new_parser
 from cl_plugins.integrations.runs.config import RunConfig, output_dir_field
 
 
+@strict_flags
 @dataclass(kw_only=True)
 class TUConfig(RunConfig):
     dataset: str = field(default="MUTAG", metadata={"help": "TU dataset name (folder <data root>/graphs/tu/NAME/raw)"})
@@ -36,6 +38,7 @@ class TUConfig(RunConfig):
     host_head: bool = host_head_field()
 
 
+@strict_flags
 @dataclass(kw_only=True)
 class TransferConfig(RunConfig):
     tau: float = field(default=0.1, metadata={"help": "GraphCL transfer temperature (mapped onto the strategy's)"})
@@ -73,6 +76,7 @@ class TransferConfig(RunConfig):
     host_head: bool = host_head_field()
 
 
+@strict_flags
 @dataclass(kw_only=True)
 class GraceConfig(RunConfig):
     dataset: str = field(

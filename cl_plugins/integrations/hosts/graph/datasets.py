@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from cl_plugins.arguments import strict_flags
 from cl_plugins.integrations.data.downloads import OFFLINE_VARS, offline
 from cl_plugins.integrations.data.paths import ENV, cache_dir, data_root, fingerprint
 from cl_plugins.integrations.hosts.graph import planetoid_raw
@@ -235,6 +236,7 @@ def load_tu(name: str, *, root: str | Path | None = None, features: str = "auto"
     return dataset
 
 
+@strict_flags
 def load_planetoid(name: str, *, root: str | Path | None = None, normalize_features: bool = True) -> Any:
     """Planetoid Cora / CiteSeer / PubMed (one graph with the public split masks).
 

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import cl_plugins as clp
+from cl_plugins.arguments import strict_flags
 from cl_plugins.integrations.evaluation.node_classification import node_classification, pygcl_logreg_f1, pygcl_split
 from cl_plugins.integrations.hosts.graph.configs import GraceConfig
 from cl_plugins.integrations.hosts.graph.datasets import load_planetoid
@@ -60,6 +61,7 @@ def drop_feature(x: torch.Tensor, p: float) -> torch.Tensor:
     return x.masked_fill(mask, 0.0)
 
 
+@strict_flags
 class GRACE(nn.Module):
     """Encoder + projection head + cl-plugins loss in the GRACE layout; ``forward(data)`` is the loss."""
 

@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import cl_plugins as clp
+from cl_plugins.arguments import strict_flags
 from cl_plugins.integrations.hosts.patching import PatchHandle, check_built, class_and_model, gathering
 
 
@@ -64,6 +65,7 @@ def _patch_pair_seam(patch: str, target: Any, method: str, loss: str | nn.Module
     return handle
 
 
+@strict_flags
 def patch_graphcl_tu(target: Any, loss: str | nn.Module = "infonce", *, tau: float = 0.2, global_batch: bool = False,
                      **loss_args: Any) -> PatchHandle:  # fmt: skip
     """Replace ``simclr.loss_cal(self, x, x_aug)`` of GraphCL's ``unsupervised_TU/gsimclr.py``.
@@ -79,6 +81,7 @@ def patch_graphcl_tu(target: Any, loss: str | nn.Module = "infonce", *, tau: flo
                             lambda host: host.embedding_dim, loss_args)  # fmt: skip
 
 
+@strict_flags
 def patch_graphcl_transfer(target: Any, loss: str | nn.Module = "infonce", *, tau: float = 0.1,
                            global_batch: bool = False, **loss_args: Any) -> PatchHandle:  # fmt: skip
     """Replace ``graphcl.loss_cl(self, x1, x2)`` of GraphCL's ``chem/pretrain_graphcl.py`` (or ``bio/``).
@@ -153,6 +156,7 @@ def patch_grace(target: Any, loss: str | nn.Module = "infonce", **loss_args: Any
     return handle
 
 
+@strict_flags
 def pygcl_loss(loss_fn: nn.Module, anchor: torch.Tensor, sample: torch.Tensor, pos_mask: torch.Tensor | None,
                neg_mask: torch.Tensor | None, exclude_self: bool = True) -> torch.Tensor:  # fmt: skip
     """A PyGCL loss call (``anchor``, ``sample``, masks) through the strategy's ``from_similarity``."""
@@ -169,6 +173,7 @@ def pygcl_loss(loss_fn: nn.Module, anchor: torch.Tensor, sample: torch.Tensor, p
     return loss_fn.from_similarity(sim, pos, neg)
 
 
+@strict_flags
 class PyGCLLoss(nn.Module):
     """A PyGCL loss object: ``DualBranchContrast(loss=PyGCLLoss("macl", tau0=0.2), mode="L2L")``.
 
@@ -196,6 +201,7 @@ class PyGCLLoss(nn.Module):
         return pygcl_loss(self.loss_fn, anchor, sample, pos_mask, neg_mask, self.exclude_self)
 
 
+@strict_flags
 def patch_pygcl(target: nn.Module, loss: str | nn.Module = "infonce", *, exclude_self: bool = True,
                 **loss_args: Any) -> PatchHandle:  # fmt: skip
     """Replace the loss object of a PyGCL contrast model (``DualBranchContrast``, ``SingleBranchContrast``...).

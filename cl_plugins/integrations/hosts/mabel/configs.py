@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field, fields
 
+from cl_plugins.arguments import strict_flags
 from cl_plugins.integrations.modalities.text.config import TrainConfig
 from cl_plugins.integrations.runs.cli import dataclass_parser, new_parser
 from cl_plugins.integrations.runs.config import output_dir_field
@@ -19,6 +20,7 @@ PAPER = dict(batch_size=32, learning_rate=5e-5, epochs=2.0, max_seq_length=128, 
              mlm_weight=0.1, align_weight=0.05, temp=0.05)  # fmt: skip
 
 
+@strict_flags
 @dataclass(kw_only=True)
 class MabelConfig(TrainConfig):
     model: str = field(default="", metadata={"help": "AutoModelForMaskedLM folder (default: MiniLM + fitted MLM head)"})

@@ -19,10 +19,12 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
+from cl_plugins.arguments import strict_flags
 from cl_plugins.integrations.modalities.text.encoder import pretrained
 from cl_plugins.integrations.runs import atomic
 
 
+@strict_flags
 def fit_mlm_head(
     encoder_dir: str | Path,
     texts: list[str],

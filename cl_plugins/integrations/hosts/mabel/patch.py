@@ -32,6 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import cl_plugins as clp
+from cl_plugins.arguments import strict_flags
 from cl_plugins.integrations.hosts.mabel.model import alignment_loss
 from cl_plugins.integrations.hosts.patching import PatchHandle, gathering, host_gradient
 from cl_plugins.integrations.modalities.text.cl_forward import patch_cl_module
@@ -57,6 +58,7 @@ def _mlm_loss(cls: nn.Module, encoder: nn.Module, mlm_input_ids: torch.Tensor, m
     return F.cross_entropy(scores.view(-1, cls.config.vocab_size), mlm_labels.reshape(-1))
 
 
+@strict_flags
 def make_cl_forward(handle: PatchHandle, global_batch: bool = False, align_tau: float | None = None) -> Any:
     """A drop-in for MABEL's ``cl_forward`` that takes its contrastive loss from ``handle``."""
 
@@ -98,6 +100,7 @@ def make_cl_forward(handle: PatchHandle, global_batch: bool = False, align_tau: 
     return cl_forward
 
 
+@strict_flags
 def patch_mabel(
     target: ModuleType | nn.Module,
     loss: str | nn.Module = "infonce",

@@ -37,6 +37,7 @@ import torch
 from accelerate import PartialState
 from torch import nn
 
+from cl_plugins.arguments import strict_flags
 from cl_plugins.integrations.hosts.msc.configs import MSCConfig
 from cl_plugins.integrations.hosts.msc.patch import MSCContrastiveLoss
 from cl_plugins.integrations.hosts.msc.scoring import knn_anomaly_score, roc_auc
@@ -56,6 +57,7 @@ from cl_plugins.integrations.runs.training import Hooks, Plan, Run, RunState, fi
 FROZEN = ("conv1", "bn1", "layer1", "layer2")
 
 
+@strict_flags
 class MSCModel(nn.Module):
     """Backbone whose output is L2-normalised; ``forward(batch)`` is MSC's training loss.
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from cl_plugins.arguments import strict_flags
 from cl_plugins.integrations.runs.config import RunConfig, output_dir_field
 
 #: MSC's temperature (``main.py``: 0.25)
 MSC_TAU = 0.25
 
 
+@strict_flags
 @dataclass(kw_only=True)
 class MSCConfig(RunConfig):
     backbone_path: str = field(

@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 
 import cl_plugins as clp
+from cl_plugins.arguments import strict_flags
 from cl_plugins.integrations.hosts.msc.configs import MSC_TAU
 from cl_plugins.integrations.hosts.patching import PatchHandle, check_built, gathering
 
@@ -59,6 +60,7 @@ class MSCContrastiveLoss(torch.nn.Module):
         return self.loss_fn(F.normalize(out_1, dim=-1), F.normalize(out_2, dim=-1))
 
 
+@strict_flags
 def patch_msc(target: ModuleType, loss: str | torch.nn.Module = "infonce", *, model: torch.nn.Module | None = None,
               model_cls: type | None = None, tau: float = MSC_TAU, feature_dim: int | None = None,
               global_batch: bool = False, **loss_args: Any) -> PatchHandle:  # fmt: skip

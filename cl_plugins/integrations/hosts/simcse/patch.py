@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from cl_plugins.arguments import strict_flags
 from cl_plugins.integrations.hosts.patching import PatchHandle, gathering, host_gradient
 from cl_plugins.integrations.modalities.text.cl_forward import patch_cl_module
 
@@ -96,6 +97,7 @@ def _forward_with(handle: PatchHandle, global_batch: bool):  # type: ignore[no-u
     return cl_forward
 
 
+@strict_flags
 def patch_simcse(
     target: ModuleType | nn.Module | None = None,
     loss: str | nn.Module = "infonce",

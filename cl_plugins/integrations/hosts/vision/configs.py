@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from cl_plugins.arguments import strict_flags
 from cl_plugins.integrations.runs.cli import host_head_field
 from cl_plugins.integrations.runs.config import RunConfig, output_dir_field
 
@@ -14,6 +15,7 @@ FRAMEWORKS = ("simclr", "simco", "mocov2", "simmoco")
 DATASETS = ("cifar10", "cifar10_lt", "fashion_mnist")
 
 
+@strict_flags
 @dataclass(kw_only=True)
 class VisionConfig(RunConfig):
     framework: str = field(default="simclr", metadata={"help": f"one of {', '.join(FRAMEWORKS)}"})

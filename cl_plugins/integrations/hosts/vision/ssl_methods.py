@@ -27,11 +27,13 @@ import torch
 from torch import nn
 
 import cl_plugins as clp
+from cl_plugins.arguments import strict_flags
 from cl_plugins.integrations.hosts.vision.configs import FRAMEWORKS
 
 LAYOUT = {"simclr": "simclr", "simco": "cross_view", "mocov2": "queue", "simmoco": "cross_view"}
 
 
+@strict_flags
 def projection_head(in_dim: int, hidden: int = 512, out_dim: int = 128, batch_norm: bool = True) -> nn.Sequential:
     """SimCLR's head: Linear → (BN) → ReLU → Linear (→ BN, as in the DySTreSS CIFAR code)."""
     layers: list[nn.Module] = [nn.Linear(in_dim, hidden, bias=not batch_norm)]
@@ -58,6 +60,7 @@ def build_vision_loss(
                                **args)  # fmt: skip
 
 
+@strict_flags
 class ContrastiveSSL(nn.Module):
     """Backbone + projection head + cl-plugins loss in one of :data:`FRAMEWORKS`.
 

@@ -30,6 +30,7 @@ import torch
 from torch import nn
 
 import cl_plugins as clp
+from cl_plugins.arguments import strict_flags
 from cl_plugins.integrations.evaluation.knn import knn_accuracy
 from cl_plugins.integrations.evaluation.linear_probe import linear_probe
 from cl_plugins.integrations.hosts.vision.configs import DATASETS, VisionConfig
@@ -143,6 +144,7 @@ def save_backbone(folder: Path, config: VisionConfig, backbone: ResNet, in_chann
     write_backbone(folder, backbone, model, asdict(config), records)
 
 
+@strict_flags
 def evaluate(
     config: VisionConfig, backbone: torch.nn.Module, sets: tuple[torch.Tensor, ...], device: torch.device, linear: bool
 ) -> dict[str, float]:

@@ -8,7 +8,10 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from cl_plugins.arguments import strict_flags
 
+
+@strict_flags
 @torch.no_grad()
 def extract_features(
     model: nn.Module | Callable[[torch.Tensor], torch.Tensor],

@@ -17,6 +17,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from cl_plugins.arguments import strict_flags
+
 
 def _conv3x3(cin: int, cout: int, stride: int = 1) -> nn.Conv2d:
     return nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
@@ -69,6 +71,7 @@ class Bottleneck(nn.Module):
         return self.relu(out + identity)
 
 
+@strict_flags
 class ResNet(nn.Module):
     """ResNet with torchvision's parameter names.
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from cl_plugins.arguments import strict_flags
 from cl_plugins.integrations.runs.cli import host_head_field
 from cl_plugins.integrations.runs.config import RunConfig, output_dir_field
 
@@ -12,6 +13,7 @@ from cl_plugins.integrations.runs.config import RunConfig, output_dir_field
 POOLERS = ("cls", "cls_before_pooler", "avg", "avg_top2", "avg_first_last")
 
 
+@strict_flags
 @dataclass(kw_only=True)
 class TrainConfig(RunConfig):
     model: str = field(metadata={"help": "Hugging Face BERT/RoBERTa checkpoint directory (or hub name online)"})

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from torch.utils.data import Dataset
 
+from cl_plugins.arguments import strict_flags
 from cl_plugins.integrations.data.paths import cache_dir
 
 
@@ -144,6 +145,7 @@ def mask_tokens(
     return inputs, labels
 
 
+@strict_flags
 @dataclass
 class Collator:
     """Pad ``(index, tokenised row)`` pairs into [B, S, L] tensors (S = 2 unsupervised, 2-4 otherwise).

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import cl_plugins as clp
+from cl_plugins.arguments import strict_flags
 from cl_plugins.integrations.modalities.text.config import POOLERS
 from cl_plugins.integrations.runs.atomic import first_line
 
@@ -72,6 +73,7 @@ HEAD_WEIGHTS = "head.safetensors"
 NO_HEAD = "none"
 
 
+@strict_flags
 class SimCSEModel(nn.Module):
     """Encoder + pooler (+ MLP) trained with a cl-plugins loss.
 
