@@ -24,7 +24,15 @@ from .kernels.dispatch import KERNELS, choose
 from .labels import Labels, refuse_replaced
 from .labels import label_policy as label_policy_of
 from .layouts import LAYOUTS, NoNegatives, PairBlock, at_least_float32, build_blocks, unit_rows
-from .validation import ArgumentTypeError, check_choice, check_flag, check_pair, check_range, check_similarity
+from .validation import (
+    ArgumentTypeError,
+    check_choice,
+    check_flag,
+    check_pair,
+    check_range,
+    check_similarity,
+    check_state_fits,
+)
 
 Reduction = Literal["mean", "sum", "none"]
 REDUCTIONS = ("mean", "sum", "none")
@@ -319,16 +327,8 @@ class ContrastiveLoss(nn.Module):
     def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
         """``nn.Module.load_state_dict``, with a state of another strategy (or another configuration: AMCL's heads)
         refused in one line that says what differs, before anything is loaded."""
-        if strict and hasattr(state_dict, "keys"):
-            own = {k: tuple(v.shape) for k, v in self.state_dict().items()}
-            given = {k: tuple(getattr(v, "shape", ())) for k, v in state_dict.items()}
-            if own != given:
-                missing, unexpected = sorted(own.keys() - given.keys()), sorted(given.keys() - own.keys())
-                shapes = [f"{k} {given[k]} for {own[k]}" for k in sorted(own.keys() & given.keys())
-                          if own[k] != given[k]]  # fmt: skip
-                raise ValueError(f"this state_dict is not a {self.name} loss's as built (missing {missing[:4]}, "
-                                 f"unexpected {unexpected[:4]}, shapes {shapes[:2]}): load it into the strategy and "
-                                 "arguments that saved it")  # fmt: skip
+        if strict:
+            check_state_fits(self, state_dict, f"a {self.name} loss's as built", "the strategy and arguments")
         return super().load_state_dict(state_dict, strict=strict, assign=assign)
 
     @property

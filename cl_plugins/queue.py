@@ -23,13 +23,15 @@ Example::
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .distributed import gather_no_grad
 from .layouts import unit_rows
-from .validation import check_count, check_embeddings, check_flag, check_integer_labels
+from .validation import check_count, check_embeddings, check_flag, check_integer_labels, check_state_fits
 
 #: the label of the initial random keys (no key of a real batch should carry it)
 NO_LABEL = -1
@@ -55,6 +57,14 @@ class FeatureQueue(nn.Module):
         self.register_buffer("ptr", torch.zeros((), dtype=torch.long))
         self.register_buffer("labels", torch.full((size,), NO_LABEL, dtype=torch.long) if labels else None)
         self.gather_distributed = gather_distributed
+
+    def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
+        """``nn.Module.load_state_dict``; a queue of another size, width or label setting is refused in one line."""
+        if strict:
+            size, dim = self.queue.shape
+            check_state_fits(self, state_dict, f"a FeatureQueue({size}, {dim}, labels={self.labels is not None})'s",
+                             "a FeatureQueue of the size, dim and labels")  # fmt: skip
+        return super().load_state_dict(state_dict, strict=strict, assign=assign)
 
     def get(self) -> torch.Tensor:
         return self.queue.clone()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -214,3 +215,17 @@ def check_similarity(sim: torch.Tensor, pos_mask: torch.Tensor, neg_mask: torch.
             "(drop those rows from sim before calling)"
         )
     return neg  # a row without negatives is the loss's business (ContrastiveLoss.from_similarity)
+
+
+def check_state_fits(module: torch.nn.Module, state_dict: Any, what: str, built_with: str) -> None:
+    """Refuse, in one line saying what differs, a ``state_dict`` whose names or shapes are not ``module``'s (``what``
+    it must be), before anything is loaded; ``built_with`` names what to build the module with instead."""
+    if not hasattr(state_dict, "keys"):
+        return  # nn.Module.load_state_dict says what it expects
+    own = {k: tuple(v.shape) for k, v in module.state_dict().items()}
+    given = {k: tuple(getattr(v, "shape", ())) for k, v in state_dict.items()}
+    if own != given:
+        missing, unexpected = sorted(own.keys() - given.keys()), sorted(given.keys() - own.keys())
+        shapes = [f"{k} {given[k]} for {own[k]}" for k in sorted(own.keys() & given.keys()) if own[k] != given[k]]
+        raise ValueError(f"this state_dict is not {what} (missing {missing[:4]}, unexpected {unexpected[:4]}, shapes "
+                         f"{shapes[:2]}): load it into {built_with} that saved it")  # fmt: skip

@@ -37,3 +37,9 @@ class RunConfig:
         metadata={"help": "autocast through Accelerate: no, fp16 or bf16 (on a GPU, or bf16 on the CPU)",
                   "choices": ("no", "fp16", "bf16")},
     )  # fmt: skip
+
+    def __post_init__(self) -> None:
+        reduction = self.loss_args.get("reduction", "mean")
+        if reduction != "mean":
+            raise ValueError(f"--loss_arg reduction={reduction}: a trainer steps on the batch's mean loss; drop it "
+                             "(reduction='none' and 'sum' are for a loss in your own loop)")  # fmt: skip

@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from cl_plugins.integrations.runs import atomic
+from cl_plugins.integrations.runs import atomic, bounded_json
 from cl_plugins.integrations.runs.layout import MANIFEST, RunLayout
 
 LOCK = ".cl_plugins.lock"
@@ -193,10 +193,10 @@ def _check(out: Path, config: Any) -> dict[str, Any] | None:
 def _read_manifest(path: Path) -> dict[str, Any]:
     """The run's manifest, or one line naming it when it is not one (garbled, cut short, edited)."""
     try:
-        stored = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise RunConflict(f"{path} is not readable JSON ({exc}): this run's record is damaged, so it cannot be "
-                          "resumed; start a new run (--overwrite, or another --output_dir)") from None  # fmt: skip
+        stored = bounded_json.read(path)
+    except ValueError as exc:
+        raise RunConflict(f"{exc}: this run's record is damaged, so it cannot be resumed; start a new run "
+                          "(--overwrite, or another --output_dir)") from None  # fmt: skip
     if not isinstance(stored, dict) or not isinstance(stored.get("config"), dict) or "run_id" not in stored:
         raise RunConflict(f"{path} is not a run manifest (it needs run_id and config): it was edited or written by "
                           "something else; start a new run (--overwrite, or another --output_dir)")  # fmt: skip

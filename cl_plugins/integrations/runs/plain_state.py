@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from cl_plugins.integrations.runs import bounded_json
 from cl_plugins.integrations.runs.atomic import first_line
 
 _TENSOR, _TUPLE, _DICT = "@tensor", "@tuple", "@dict"
@@ -132,9 +133,11 @@ def read(stem: Path) -> Any:
 
 def _document(path: Path) -> dict[str, Any]:
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        document = bounded_json.read(path)
+    except OSError as exc:
         raise StateFileError(f"{path} is not readable JSON ({type(exc).__name__}: {first_line(exc)})") from None
+    except ValueError as exc:
+        raise StateFileError(str(exc)) from None
     identity = document.get("identity") if isinstance(document, dict) else None
     if not isinstance(identity, dict) or "state" not in document or \
             not all(isinstance(k, str) and isinstance(v, str) for k, v in identity.items()):  # fmt: skip

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from cl_plugins.arguments import strict_flags
-from cl_plugins.integrations.runs import atomic, guard
+from cl_plugins.integrations.runs import atomic, bounded_json, guard
 from cl_plugins.integrations.runs.layout import MODEL
 
 T = TypeVar("T")
@@ -103,10 +103,7 @@ def read_info(path: str | Path, trainers: Iterable[str], what: str) -> SavedMode
     if not (folder / INFO).is_file():
         found = "a file" if folder.is_file() else f"a folder without {INFO}"
         raise ValueError(f"{path} is not {expected}: it is {found}")
-    try:
-        info = json.loads((folder / INFO).read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{folder / INFO} is not readable JSON ({exc}); was it cut short?") from None
+    info = bounded_json.read(folder / INFO)
     if not isinstance(info, dict) or info.get("format") != FORMAT or "trainer" not in info:
         raise ValueError(f"{folder / INFO} is not a cl-plugins saved-model description")
     if info.get("version") != VERSION:
@@ -163,9 +160,10 @@ def run_config(saved: SavedModel, config_cls: type[T], **overrides: Any) -> T:
 
 
 @contextlib.contextmanager
-def _at_most(tensors: int, where: Path) -> Iterator[None]:
+def at_most(tensors: int, where: str | Path, holds: str = WEIGHTS) -> Iterator[None]:
     """Abort a module's construction once it registers more than ``tensors`` parameters and buffers (a description
-    asking for a million layers stops at the weights' own count, long before it is built)."""
+    asking for a million layers stops at the weights' own count, long before it is built); ``holds`` names the file
+    whose tensors were counted."""
     from torch.nn.modules import module as nn_module
 
     count = [0]
@@ -173,7 +171,7 @@ def _at_most(tensors: int, where: Path) -> Iterator[None]:
     def hook(*_: Any) -> None:
         count[0] += 1
         if count[0] > tensors:
-            raise ValueError(f"{where} describes a model with more tensors than its {WEIGHTS} holds ({tensors})")
+            raise ValueError(f"{where} describes a model with more tensors than {holds} holds ({tensors})")
 
     handles = [nn_module.register_module_parameter_registration_hook(hook),
                nn_module.register_module_buffer_registration_hook(hook)]  # fmt: skip
@@ -195,7 +193,7 @@ def build(saved: SavedModel, factory: Callable[[], Any], what: str, *, strict: b
 
     where = saved.path / INFO
     try:
-        with torch.device("meta"), _at_most(2 * len(saved.weights) + 16, where):  # a tensor may be registered twice
+        with torch.device("meta"), at_most(2 * len(saved.weights) + 16, where):  # a tensor may be registered twice
             shell = factory()
     except (KeyError, TypeError, IndexError, AttributeError, RuntimeError, ValueError) as exc:
         if str(exc).startswith(str(where)):

@@ -105,7 +105,7 @@ def _planted(name: str) -> Callable[[Path, Path], None]:
 #: (forgery applied to the newest checkpoint, then its marker rewritten) -> what the one line says
 FORGERIES: dict[str, tuple[Callable[[Path, Path], None], str]] = {
     "pickle added": (_planted("custom_checkpoint_0.pkl"), "holds pickles (custom_checkpoint_0.pkl)"),
-    "pickle as state.json": (_planted("state.json"), "state.json is not readable JSON"),
+    "pickle as state.json": (_planted("state.json"), "state.json is not UTF-8 text"),
     "pickle as model": (_planted("model.safetensors"), "model.safetensors is not a safetensors file"),
     "random states deleted": (lambda f, r: [(f / f"random_states_0.{e}").unlink() for e in ("json", "safetensors")],
                               "random_states_0.json is missing"),

@@ -185,7 +185,7 @@ def _edit(folder: Path, change) -> None:  # noqa: ANN001
         (lambda i: i["model"].update(num_features=10**9), "(first at encoder."),
         (lambda i: i["model"].update(num_features=-3), "does not describe a graphcl_tu model"),
         (lambda i: i["run"].update(hidden=10**7), "(first at encoder."),
-        (lambda i: i["run"].update(num_layers=10**6), "more tensors than its model.safetensors holds"),
+        (lambda i: i["run"].update(num_layers=10**6), "more tensors than model.safetensors holds"),
         (lambda i: i["run"].update(hidden="wide"), "run setting 'hidden' must be a int, got 'wide'"),
         (lambda i: i["run"].update(surprise=True), "settings ['surprise'] that TUConfig does not have"),
         (lambda i: i["run"].update(loss="bogus"), "model that can be built (ValueError: unknown loss 'bogus'"),
@@ -208,7 +208,10 @@ def test_a_crafted_description_is_refused_before_any_module_is_built(tmp_path, c
 
 
 @pytest.mark.parametrize(("change", "named"), [({"width": 10**7}, r"\(first at "), ({"arch": "resnet9"}, "resnet9"),
-                                               ({"in_channels": "three"}, "can be built"),
+                                               ({"in_channels": "three"}, "model.mean must be None finite"),
+                                               ({"image_size": 10**9}, "image_size must be an integer from 8"),
+                                               ({"image_size": "seven"}, "image_size must be an integer"),
+                                               ({"std": [0.2, 0.0, 0.2]}, "std must be 3 finite positive"),
                                                ({"depth": 50}, r"got \['arch', .*'depth'")])  # fmt: skip
 def test_a_crafted_backbone_description_is_refused_before_it_allocates(change, named, tmp_path):
     import shutil
@@ -243,3 +246,50 @@ def test_a_model_of_another_width_than_its_data_or_flags_is_refused_in_one_line(
         err = capsys.readouterr().err
         assert info.value.code == 2 and err.count("error: ") == 1 and named in err and "Traceback" not in err, err
     assert not (tmp_path / "t").exists()
+
+
+@pytest.mark.parametrize(("num_layers", "named"), [(10**9, "more tensors than"), ("seven", "num_layers")])
+def test_graph_eval_molecule_refuses_a_crafted_depth_within_a_second(tmp_path, capsys, num_layers, named):
+    """A graphcl_transfer folder whose run says 10⁹ layers grew 0.85 GB a minute; now the GIN it describes is built
+    on the meta device up to the saved file's tensor count, and refused in one line."""
+    import time
+    from dataclasses import asdict
+
+    from cl_plugins.integrations.hosts.graph.configs import TransferConfig
+    from cl_plugins.integrations.hosts.graph.encoders import MoleculeGIN
+    from cl_plugins.integrations.hosts.graph.evaluate import main
+
+    config = TransferConfig(num_layers=2, emb_dim=8, output_dir=str(tmp_path / "run"))
+    saved_model.write(tmp_path / "model", "graphcl_transfer", model={"num_layers": 2, "emb_dim": 8},
+                      run=asdict(config), weights=MoleculeGIN(2, 8).state_dict())  # fmt: skip
+    _edit(tmp_path / "model", lambda i: i["run"].update(num_layers=num_layers))
+    start = time.perf_counter()
+    with pytest.raises(SystemExit):
+        main(["molecule", "--checkpoint", str(tmp_path / "model"), "--datasets", "bace", "--output_dir",
+              str(tmp_path / "eval")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert err.count("error: ") == 1 and named in err and "Traceback" not in err, err
+    assert time.perf_counter() - start < 5
+
+
+@pytest.mark.parametrize(("change", "named"), [({"num_hidden_layers": 100_000}, "more tensors than model.safetensors"),
+                                               ({"hidden_size": 10**9}, "config.json describes "),
+                                               ({"num_hidden_layers": int("9" * 30)}, "an integer of 30 digits")])
+def test_simcse_eval_refuses_a_crafted_config_json_within_a_second(tiny_encoder, tmp_path, capsys, change, named):
+    """A folder whose config.json asked for 100,000 layers allocated 5.3 GB for 235 s; now it is built on the meta
+    device up to the weights' tensor count, and its shapes compared with them, first."""
+    import shutil
+    import time
+
+    from cl_plugins.integrations.hosts.simcse.evaluate import main
+
+    folder = tmp_path / "bert"
+    shutil.copytree(tiny_encoder, folder)
+    described = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**described, **change}))
+    start = time.perf_counter()
+    with pytest.raises(SystemExit):
+        main(["--model", str(folder), "--tasks", "STSBenchmark", "--cache_dir", str(tmp_path / "cache")])
+    err = capsys.readouterr().err
+    assert err.count("error: ") == 1 and named in err and "Traceback" not in err, err
+    assert time.perf_counter() - start < 5

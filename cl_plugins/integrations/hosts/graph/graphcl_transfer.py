@@ -174,9 +174,10 @@ def finetune(
 def run(config: TransferConfig, *, layout: RunLayout) -> dict[str, Any]:
     if config.input_model:
         gnn_state = load_molecule_gin(config.input_model)
-        with torch.device("meta"):  # the shapes of the GIN the flags describe, nothing allocated
-            differs = saved_model.first_difference(MoleculeGIN(config.num_layers, config.emb_dim).state_dict(),
-                                                   gnn_state)  # fmt: skip
+        where = f"--num_layers {config.num_layers} --emb_dim {config.emb_dim}"
+        with torch.device("meta"), saved_model.at_most(2 * len(gnn_state) + 16, where, str(config.input_model)):
+            described = MoleculeGIN(config.num_layers, config.emb_dim).state_dict()  # shapes only, nothing allocated
+        differs = saved_model.first_difference(described, gnn_state)
         if differs:
             raise ValueError(f"--input_model {config.input_model} is not a GIN of --num_layers {config.num_layers} "
                              f"--emb_dim {config.emb_dim} (first at {differs}); pass the sizes it was trained with")

@@ -38,6 +38,7 @@ class MabelConfig(TrainConfig):
     seat_samples: int = field(default=100_000, metadata={"help": "permutations of the SEAT p-values"})
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.paper:
             for name, value in PAPER.items():
                 setattr(self, name, value)

@@ -36,5 +36,6 @@ class MSCConfig(RunConfig):
     freeze: bool = field(default=True, metadata={"help": "freeze conv1, bn1, layer1, layer2 (MSC)"})
     train_per_class: int = field(default=0, metadata={"help": "normal training images used (0: all 5,000)"})
     test_per_class: int = field(default=0, metadata={"help": "test images per class (0: all 1,000)"})
-    data_root: str = field(default="", metadata={"help": "folder holding images/... (default: $CL_PLUGINS_DATA)"})
+    data_root: str = field(default="", metadata={"help": "folder holding cifar-10-batches-py/ or cifar10-jpg/ "
+                                                         "(default: $CL_PLUGINS_DATA/images)"})
     output_dir: str = output_dir_field("outputs/msc", "a class<c>_seed_<s>/ folder per one-class run, results.json")

@@ -21,7 +21,9 @@ class VisionConfig(RunConfig):
     framework: str = field(default="simclr", metadata={"help": f"one of {', '.join(FRAMEWORKS)}"})
     tau: float = field(default=0.1, metadata={"help": "host temperature (infonce τ; see host_loss for the others)"})
     dataset: str = field(default="cifar10", metadata={"help": f"one of {', '.join(DATASETS)}"})
-    data_root: str = field(default="", metadata={"help": "folder holding images/... (default: $CL_PLUGINS_DATA)"})
+    data_root: str = field(default="", metadata={"help": "folder holding cifar-10-batches-py/ or cifar10-jpg/ "
+                                                         "(CIFAR-10), FashionMNIST/raw/ (Fashion-MNIST) (default: "
+                                                         "$CL_PLUGINS_DATA/images)"})
     imbalance_ratio: float = field(default=100.0, metadata={"help": "cifar10_lt: n_max / n_min"})
     subset_per_class: int = field(default=0, metadata={"help": "train on this many images per class (0: all)"})
     eval_bank_per_class: int = field(default=0, metadata={"help": "kNN bank / probe train images per class (0: all)"})

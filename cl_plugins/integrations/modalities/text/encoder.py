@@ -281,8 +281,41 @@ def pretrained(loader: Any, model: str | Path, flag: str = "--model", **kwargs: 
     from safetensors import SafetensorError
 
     check_model_path(str(model), flag)
+    if hasattr(loader, "from_config"):  # a model class: its description is checked before anything is allocated
+        check_description(loader, Path(model).expanduser(), flag, kwargs)
     try:
         return loader.from_pretrained(str(model), **kwargs)
     except (*HF_LOAD_ERRORS, SafetensorError) as exc:
         raise ValueError(f"{flag} {model}: Hugging Face cannot load it as {getattr(loader, '__name__', 'a model')} "
                          f"({type(exc).__name__}: {first_line(exc)})") from None  # fmt: skip
+
+
+def check_description(loader: Any, folder: Path, flag: str, overrides: dict[str, Any]) -> None:
+    """A local model folder's ``config.json`` (bounded JSON) built first on the ``meta`` device, stopped beyond its
+    ``model.safetensors``'s tensor count, its shapes compared with the weights' where the names agree: a description
+    asking for 100,000 layers or a width of 10⁹ is refused in one line before Hugging Face allocates it."""
+    from safetensors import SafetensorError, safe_open
+    from transformers import AutoConfig
+
+    from cl_plugins.integrations.runs import bounded_json, saved_model
+
+    described, weights = folder / "config.json", folder / "model.safetensors"
+    if not (described.is_file() and weights.is_file()):
+        return  # a hub name, or weights in another format: Hugging Face reads (and refuses) them itself
+    bounded_json.read(described)
+    try:
+        with safe_open(str(weights), framework="pt") as f:
+            shapes = {k: f.get_slice(k).get_shape() for k in f.keys()}  # noqa: SIM118 - safe_open has no __iter__
+        settings = {k: v for k, v in overrides.items() if k != "output_loading_info"}
+        config = AutoConfig.from_pretrained(str(folder), **settings)
+        with torch.device("meta"), saved_model.at_most(2 * len(shapes) + 16, described, weights.name):
+            built = {k: tuple(v.shape) for k, v in loader.from_config(config).state_dict().items()}
+    except (*HF_LOAD_ERRORS, SafetensorError, TypeError) as exc:
+        if str(exc).startswith(str(described)):
+            raise ValueError(f"{flag} {folder}: {exc}") from None
+        raise ValueError(f"{flag} {folder}: Hugging Face cannot build the model its config.json describes "
+                         f"({type(exc).__name__}: {first_line(exc)})") from None  # fmt: skip
+    differs = [k for k in built if k in shapes and tuple(shapes[k]) != built[k]]
+    if differs:
+        raise ValueError(f"{flag} {folder}: its config.json describes {differs[0]} as {built[differs[0]]}, its "
+                         f"{weights.name} holds {tuple(shapes[differs[0]])}")  # fmt: skip
