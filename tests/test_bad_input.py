@@ -260,3 +260,11 @@ def test_the_command_line_reads_boolean_words():
     assert parsed == {"detach": True, "strict": False, "tau_min": 1} and type(parsed["tau_min"]) is int
     with pytest.raises(ValueError, match="reweight must be True or False, got 'maybe'"):
         clp.build_loss("macl", **parse_loss_args(["reweight=maybe"], "macl"))
+
+
+def test_a_queue_of_another_size_is_refused_in_one_line():
+    with pytest.raises(ValueError, match=r"not a FeatureQueue\(16, 4, labels=False\)'s .*queue \(8, 4\) for \(16, 4\)"):
+        clp.FeatureQueue(16, 4).load_state_dict(clp.FeatureQueue(8, 4).state_dict())
+    with pytest.raises(ValueError, match="unexpected \\['labels'\\]"):
+        clp.FeatureQueue(8, 4).load_state_dict(clp.FeatureQueue(8, 4, labels=True).state_dict())
+    clp.FeatureQueue(8, 4).load_state_dict(clp.FeatureQueue(8, 4).state_dict())

@@ -154,8 +154,9 @@ def load(accelerator: Any, path: Path, contents: Contents) -> None:
     from safetensors.torch import load_model
 
     for name, model in zip(contents.model_files(), contents.models, strict=True):
-        _fit(path / name, "model", lambda m=model, n=name: load_model(accelerator.unwrap_model(m), str(path / n),
-                                                                      device=str(accelerator.device)))  # fmt: skip
+        # read on the CPU: load_state_dict copies into the parameters wherever they are (a device name such as
+        # "cpu:0", which a CPU process group gives, is one safetensors refuses)
+        _fit(path / name, "model", lambda m=model, n=name: load_model(accelerator.unwrap_model(m), str(path / n)))
     state = plain_state.read(path / STATE)
     _fit(path / f"{STATE}.json", "training state", lambda: _load_state(accelerator, contents, state))
     random_states.restore(accelerator, path)

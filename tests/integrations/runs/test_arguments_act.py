@@ -37,3 +37,15 @@ def test_a_seed_given_twice_is_refused_in_one_line(tmp_path, capsys, command, fl
     err = capsys.readouterr().err
     assert err.count("error: ") == 1 and f"{flag} {' '.join(values)}: seed" in err and "given twice" in err, err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("reduction", ["none", "sum"])
+def test_a_trainer_refuses_a_reduction_other_than_the_mean(tmp_path, capsys, reduction):
+    """--loss_arg reduction=none gave "grad can be implicitly created only for scalar outputs" (a traceback)."""
+    from cl_plugins.integrations.console import main
+
+    with pytest.raises(SystemExit):
+        main(["graphcl-tu", "--loss_arg", f"reduction={reduction}", "--output_dir", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert err.count("error: ") == 1 and f"--loss_arg reduction={reduction}: a trainer steps on the batch's mean" in err
+    assert not (tmp_path / "out").exists()

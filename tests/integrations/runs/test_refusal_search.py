@@ -17,7 +17,8 @@ import pytest
 import torch
 
 import cl_plugins as clp
-from cl_plugins.integrations.runs import saved_model
+from cl_plugins.integrations.runs import atomic, saved_model
+from tests.integrations.runs.test_checkpoint import rewrite_marker
 from tests.integrations.runs.test_run_core import CALL_TIME_ARGS
 from tests.planted import Planted
 
@@ -57,12 +58,21 @@ def _numeric_arguments() -> list[tuple[str, str]]:
     return found
 
 
-def _mistakes(rng: random.Random) -> list[tuple[str, str]]:
+def _mistakes(rng: random.Random, trainer: str) -> list[list[str]]:
+    """Command-line fragments: numeric arguments out of range, arguments only a first call can refuse, booleans
+    that are not (or are, in the command line's words), and arguments that would do nothing."""
+    from cl_plugins.registry import flag_arguments
+
     values = ("-1", "0", "nan", "1e9", "abc", "[1]")
-    numeric = [(name, f"{arg}={rng.choice(values)}") for name, arg in _numeric_arguments()]
-    call_time = [(name, arg) for name in clp.available_losses() if name != "amcl"
-                 for arg in CALL_TIME_ARGS]
-    return rng.sample(numeric, MISTAKES // 2) + rng.sample(call_time, MISTAKES - MISTAKES // 2)  # fmt: skip
+    numeric = [[name, f"{arg}={rng.choice(values)}"] for name, arg in _numeric_arguments()]
+    call_time = [[name, arg] for name in clp.available_losses() if name != "amcl"
+                 for arg in CALL_TIME_ARGS]  # fmt: skip
+    flags = [[name, f"{flag}={rng.choice(('maybe', '2', '0.5', 'false', 'NO', '0'))}"]
+             for name in clp.available_losses() if name != "amcl" for flag in flag_arguments(clp.get_loss_class(name))]
+    found = rng.sample(numeric, MISTAKES // 3) + rng.sample(call_time, MISTAKES // 3) + rng.sample(flags, MISTAKES // 3)
+    argv = [["--loss", loss, "--loss_arg", arg] for loss, arg in found]
+    nothing = [["--seeds", "0", "0"], ["--loss_arg", "reduction=none"]]
+    return argv + nothing + ([["--loss_arg", "hard_negative_weight=1"]] if trainer == "grace" else [])
 
 
 def _damage(path: Path, how: str, marker: Path) -> None:
@@ -79,16 +89,25 @@ def _damage(path: Path, how: str, marker: Path) -> None:
             torch.save({"state": Planted(marker)}, f)
 
 
+def _other_step(path: Path) -> None:
+    """The same file from the run's other checkpoint (step_3 <-> step_6), where the file is a checkpoint's."""
+    steps = {"step_3": "step_6", "step_6": "step_3"}
+    if path.parent.name in steps:
+        shutil.copy(path.parent.with_name(steps[path.parent.name]) / path.name, path)
+
+
 @pytest.fixture(scope="module")
 def runs(data_root, tmp_path_factory) -> dict[str, Path]:
-    """A finished 2-epoch run (both checkpoints kept) and, from a copy of it, the intact resume to 3 epochs."""
+    """A finished 2-epoch run (both checkpoints kept), from a copy of it the intact resume to 3 epochs, and another
+    run of the same settings (whose files a forger could copy in)."""
     from cl_plugins.integrations.console import main
 
     root = tmp_path_factory.mktemp("search")
     main([*GRAPH, "--epochs", "2", "--keep_checkpoints", "0", "--output_dir", str(root / "finished")])
     shutil.copytree(root / "finished", root / "resumed")
     main([*GRAPH, "--epochs", "3", "--keep_checkpoints", "0", "--resume", "--output_dir", str(root / "resumed")])
-    return {"finished": root / "finished", "resumed": root / "resumed"}
+    main([*GRAPH, "--epochs", "2", "--keep_checkpoints", "0", "--output_dir", str(root / "other")])
+    return {"finished": root / "finished", "resumed": root / "resumed", "other": root / "other"}
 
 
 def _outcome(folder: Path) -> tuple[dict[str, torch.Tensor], list]:
@@ -106,18 +125,17 @@ def test_a_refused_command_never_changes_the_previous_run(data_root, trainer, tm
     finished = tmp_path / "finished"
     main([*base, "--epochs", "2", "--output_dir", str(finished)])
     found = []
-    for loss, arg in _mistakes(random.Random(f"{SEED}{trainer}")):
+    for mistake in _mistakes(random.Random(f"{SEED}{trainer}"), trainer):
         out = tmp_path / "run"
         shutil.rmtree(out, ignore_errors=True)
         shutil.copytree(finished, out)
         before = _snapshot(out)
-        code, err = _run([*base, *again, "--overwrite", "--output_dir", str(out), "--loss", loss, "--loss_arg", arg],
-                         capsys)  # fmt: skip
+        code, err = _run([*base, *again, "--overwrite", "--output_dir", str(out), *mistake], capsys)
         if code == 0:
             continue  # a value the strategy accepts: a new run replaced the old one, as asked
         one_line = code == 2 and err.count("error: ") == 1 and "Traceback" not in err
         if not (one_line and _snapshot(out) == before):
-            found.append(f"{loss} --loss_arg {arg}: exit {code}, {err.strip().splitlines()[-1:]}")
+            found.append(f"{' '.join(mistake)}: exit {code}, {err.strip().splitlines()[-1:]}")
     assert not found, "\n".join(found)
 
 
@@ -128,12 +146,20 @@ def test_a_damaged_run_resumes_as_the_intact_one_or_is_refused_in_one_line(runs,
     expected = _outcome(runs["resumed"])
     found = []
     for _ in range(DAMAGES):
-        name, how = rng.choice(files), rng.choice(("truncate", "garble", "delete", "pickle"))
+        name, how = rng.choice(files), rng.choice(("truncate", "garble", "delete", "pickle", "other run", "other step"))
         out, marker = tmp_path / "run", tmp_path / "ran"
         marker.unlink(missing_ok=True)
         shutil.rmtree(out, ignore_errors=True)
         shutil.copytree(runs["finished"], out)
-        _damage(out / name, how, marker)
+        if how == "other run":
+            shutil.copy(runs["other"] / name, out / name)
+        elif how == "other step":
+            _other_step(out / name)
+        else:
+            _damage(out / name, how, marker)
+        if rng.random() < 0.5 and (out / name).parent.joinpath(atomic.MARKER).is_file():
+            how += " (marker rewritten)"
+            rewrite_marker((out / name).parent)
         before = _snapshot(out)
         code, err = _run([*GRAPH, "--epochs", "3", "--keep_checkpoints", "0", "--resume", "--output_dir", str(out)],
                          capsys)  # fmt: skip

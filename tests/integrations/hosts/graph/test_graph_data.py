@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -212,6 +213,35 @@ def test_graphcl_tu_under_two_processes(data_root, tmp_path):
     assert out.returncode == 0, failure_report(out)
     saved = json.loads((tmp_path / "results.json").read_text())
     assert 50 < saved["accuracy_mean"] <= 100
+    _two_process_checkpoint_knows_its_ranks(cmd, tmp_path)
+
+
+def _two_process_checkpoint_knows_its_ranks(cmd: list[str], out: Path) -> None:
+    """Each process's random states carry its rank; a forged checkpoint (a rank's file deleted, the marker rewritten)
+    and a resume with another number of processes are refused in one line; the intact one resumes."""
+    import shutil
+    import subprocess
+    import sys
+
+    from tests.integrations.runs.test_checkpoint import rewrite_marker
+
+    (step,) = (out / "seed_0" / "checkpoints").iterdir()
+    assert {p.name for p in step.glob("random_states_*.json")} == {"random_states_0.json", "random_states_1.json"}
+    forged = out.with_name(out.name + "_forged")
+    shutil.copytree(out, forged)
+    (forged / "seed_0" / "checkpoints" / step.name / "random_states_1.json").unlink()
+    rewrite_marker(forged / "seed_0" / "checkpoints" / step.name)
+    resume = ["--epochs", "2", "--resume"]
+    single = [sys.executable, *cmd[cmd.index(str(ROOT / "examples" / "graphcl_tu.py")):]]
+    for command, folder, says in ((cmd, forged, "random_states_1.json is missing"),
+                                  (single, out, "written by 2 processes and this run has 1")):  # fmt: skip
+        res = subprocess.run([*command, *resume, "--output_dir", str(folder)], capture_output=True, text=True,
+                             timeout=300, cwd=ROOT)  # fmt: skip
+        errors = [line for line in (res.stdout + res.stderr).splitlines() if line.startswith("error: ")]
+        assert res.returncode != 0 and errors and all(says in e for e in errors), res.stderr[-3000:]
+    res = subprocess.run([*cmd, *resume, "--output_dir", str(out)], capture_output=True, text=True, timeout=300,
+                         cwd=ROOT)  # fmt: skip
+    assert res.returncode == 0, failure_report(res)
 
 
 def test_processed_graph_datasets_load_without_pickle(data_root):
