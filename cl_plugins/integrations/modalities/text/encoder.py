@@ -306,6 +306,9 @@ def check_description(loader: Any, folder: Path, flag: str, overrides: dict[str,
     try:
         with safe_open(str(weights), framework="pt") as f:
             shapes = {k: f.get_slice(k).get_shape() for k in f.keys()}  # noqa: SIM118 - safe_open has no __iter__
+    except (SafetensorError, OSError):
+        return  # a cut or garbled weights file: Hugging Face's own refusal names it
+    try:
         settings = {k: v for k, v in overrides.items() if k != "output_loading_info"}
         config = AutoConfig.from_pretrained(str(folder), **settings)
         with torch.device("meta"), saved_model.at_most(2 * len(shapes) + 16, described, weights.name):
