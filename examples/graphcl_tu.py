@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cl_plugins.integrations.hosts.graph.graphcl_tu import main  # noqa: E402
+from cl_plugins.integrations import run_graphcl_tu as main  # noqa: E402
 
 if __name__ == "__main__":
     main()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cl_plugins.integrations.hosts.mabel.train import main  # noqa: E402
+from cl_plugins.integrations import run_mabel_train as main  # noqa: E402
 
 if __name__ == "__main__":
     main()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cl_plugins.integrations.hosts.msc.anomaly import main  # noqa: E402
+from cl_plugins.integrations import run_msc as main  # noqa: E402
 
 if __name__ == "__main__":
     main()

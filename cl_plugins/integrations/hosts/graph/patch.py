@@ -27,6 +27,9 @@ Example (GRACE's ``train.py``)::
 
 from __future__ import annotations
 
+__all__ = ["PyGCLLoss", "graphcl_loss", "patch_grace", "patch_graphcl_transfer", "patch_graphcl_tu", "patch_pygcl",
+           "pygcl_loss"]
+
 from collections.abc import Callable
 from typing import Any
 

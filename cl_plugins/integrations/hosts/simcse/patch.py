@@ -32,7 +32,9 @@ from torch import nn
 
 from cl_plugins.arguments import strict_flags
 from cl_plugins.integrations.hosts.patching import PatchHandle, gathering, host_gradient
-from cl_plugins.integrations.modalities.text.cl_forward import patch_cl_module
+from cl_plugins.integrations.modalities.text.cl_forward import enable_modern_transformers, patch_cl_module
+
+__all__ = ["enable_modern_transformers", "patch_simcse"]
 
 
 def _views(cls: nn.Module, encoder: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
