@@ -1,5 +1,5 @@
 """The Triton kernel's configurations on the GPU: precision, blocks, warps, stages and chunks of D, each timed and
-checked against float64, beside the losses users would pick instead, in one time-boxed pass (issue 60).
+checked against float64, beside the losses users would pick instead, in one time-boxed pass.
 
 Every row is InfoNCE at τ = 0.07 in CLIP's layout (two views [N, D], both directions; ``one_direction`` rows: the
 anchors' direction only), one forward and backward: the median of ``reps`` CUDA-event timed runs after a warm-up,

@@ -152,7 +152,7 @@ def table(device: torch.device, sizes: list[int], dims: list[int], dtypes: list[
     clip_loss, failed = load_clip_loss(upstream), set()
     if kernels is None:
         kernels = ["auto", "dense", "fused", "stream"]
-        if device.type == "cuda" and triton_lse.available():  # issue 53's rows: the Triton kernels beside the others
+        if device.type == "cuda" and triton_lse.available():  # the rows: the Triton kernels beside the others
             kernels.append("triton")
     for n in sizes:
         for dim in dims:

@@ -1,4 +1,4 @@
-"""What a per-pair map costs on the Triton kernel, over InfoNCE's scalar temperature (issue 60's "every other
+"""What a per-pair map costs on the Triton kernel, over InfoNCE's scalar temperature (the "every other
 strategy within 1.15x of ``infonce``").
 
 CLIP layout (two views [N, D], both directions), float32 features, ``kernel="triton"``, one forward and backward:

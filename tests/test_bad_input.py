@@ -179,7 +179,7 @@ def test_queue_module():
     ],
 )  # fmt: skip
 def test_edge_arguments_get_one_line_errors(call, named):
-    """Cases that used to end in a traceback from inside torch (issue 49)."""
+    """Cases that used to end in a traceback from inside torch."""
     with pytest.raises((ValueError, TypeError), match=named) as info:
         call()
     assert "\n" not in str(info.value)
@@ -194,8 +194,8 @@ def test_sentence_transformers_scale_must_be_a_positive_number():
             StrategyRankingLoss(torch.nn.Linear(2, 2), "infonce", scale=scale)
 
 
-def test_issue_61_api_inputs_get_one_line():
-    """Tracebacks or lines that named nothing, found by issue 61's survey."""
+def test_hostile_api_inputs_get_one_line():
+    """Tracebacks or lines that named nothing, found by the survey."""
     loss_fn = clp.build_loss("infonce", label_policy="exclude")
     with pytest.raises(ValueError, match="labels is on meta but the features are on cpu") as info:
         loss_fn(_z(), _z(), labels=torch.zeros(4, dtype=torch.long, device="meta"))

@@ -299,7 +299,7 @@ def _disagreeing_rank(rank, world, case):
                                              ("layout", "call (strategy, layout"),
                                              ("queue", "width: [8, 5]"), ("queue_width", "width: [8, 6]")])  # fmt: skip
 def test_processes_that_disagree_all_raise_the_same_line(case, named):
-    """Not a gloo abort on one rank, nor a hang until the process-group timeout (issue 49)."""
+    """Not a gloo abort on one rank, nor a hang until the process-group timeout."""
     first, second = run_distributed(_disagreeing_rank, case)
     assert first == second and named in first and "\n" not in first, (first, second)
 

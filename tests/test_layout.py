@@ -161,3 +161,17 @@ def test_no_module_level_mutable_state_in_the_kernels():
                 continue
             called = isinstance(value, ast.Call) and getattr(value.func, "id", "") in ("dict", "list", "set")
             assert not (isinstance(value, MUTABLE) or called), f"{path.name}:{node.lineno} holds mutable state"
+
+
+def test_each_package_docstring_names_every_module_it_holds():
+    """The package maps of ``cl_plugins.kernels`` (its modules) and ``cl_plugins.integrations`` (its sub-packages)
+    stay true as modules come and go."""
+    import pkgutil
+
+    import cl_plugins.integrations as integrations
+    import cl_plugins.kernels as kernels
+
+    kernel_modules = [m.name for m in pkgutil.iter_modules(kernels.__path__)]
+    assert not [m for m in kernel_modules if f":mod:`.{m}`" not in kernels.__doc__]
+    packages = [m.name for m in pkgutil.iter_modules(integrations.__path__) if m.ispkg]
+    assert not [p for p in packages if f"``{p}/``" not in integrations.__doc__]

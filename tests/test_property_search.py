@@ -1,7 +1,7 @@
 """A seeded search over every strategy x layout x kernel x dtype with random shapes (0, 1 and ragged included) and
 scales from float32's subnormal range to 1e30: each case either equals the float64 reference (value and
 gradient; every loss is scale-invariant) or raises a one-line ValueError / TypeError. Never NaN, inf or another
-exception. The cases a mistake would hit first (issue 49) are in the search, so a new strategy, layout or kernel is
+exception. The cases a mistake would hit first are in the search, so a new strategy, layout or kernel is
 searched the day it is registered."""
 
 from __future__ import annotations

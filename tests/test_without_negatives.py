@@ -1,6 +1,6 @@
 """A batch in which no anchor has a negative (a batch of one, every label the same under a ``label_policy``) has
 a defined loss for the standard forms: each anchor's log-sum-exp runs over its positive
-alone and equals the positive's logit, so every term is 0 with zero gradient (issue 61: a training run stopped on
+alone and equals the positive's logit, so every term is 0 with zero gradient (a training run stopped on
 such a batch). The forms whose denominator holds no positive (decoupled, FlatNCE) refuse it, and so does
 ``strict=True``; ``from_similarity`` counts a row without negatives 0 and computes the others as without it."""
 

@@ -2,8 +2,9 @@
 
 * :mod:`.contract`: what every kernel takes and is: :class:`~.contract.LogitMap` (a per-pair map of the cosine, with
   its Triton form :class:`~.contract.TritonMap`), :class:`~.contract.Request` (one block's negatives' LSE),
-  :class:`~.contract.KernelChoice`, :class:`~.contract.KernelHealth`, :class:`~.contract.Bond` and
-  :class:`~.contract.Backend`; it imports no backend;
+  :class:`~.contract.KernelChoice`, :class:`~.contract.Bond`, :class:`~.contract.PairNetwork` and
+  :class:`~.contract.Backend`; it imports no backend; :mod:`.health`: :class:`~.health.KernelHealth`, a loss's record
+  of the backends that failed on it;
 * :mod:`.dispatch`: which backends serve a request and in which order (``kernel=`` of every loss), decided here only;
 * :mod:`.lazy`: :class:`~.lazy.LazyLogits`, a block's logits computed only inside a kernel: it builds the request;
 * the backends, one per module, each a :class:`~.contract.Backend`: :mod:`.fused` (one [A, M] buffer, overwritten in
@@ -13,7 +14,8 @@
   with a per-pair temperature network);
 * helpers the backends share: :mod:`.compiled` and :mod:`.tiles` (a per-pair map's whole tiles compiled,
   ``compile_maps=True``), :mod:`.negatives` (which entries of a tile are no negatives), :mod:`.pairs` (the cosines
-  of listed pairs), :mod:`.triton_jit` (Triton where installed, and the decorator of a map's Triton form).
+  of listed pairs), :mod:`.triton_jit` (Triton where installed, and the decorator of a map's Triton form),
+  :mod:`.statement` (a per-pair map stated once, read as torch and as Triton code).
 
 Strategies reach them through :mod:`cl_plugins.extension`.
 """

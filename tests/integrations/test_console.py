@@ -38,7 +38,7 @@ HEAVY = ("torch", "numpy", "transformers", "accelerate", "torch_geometric", "skl
 
 def test_help_of_every_command_imports_nothing_heavy() -> None:
     """``cl-plugins COMMAND --help`` answers from the command's light ``line`` (its run configuration or parser),
-    never from the trainer module, whose imports take seconds (issue 62: 10-27 s before)."""
+    never from the trainer module, whose imports take seconds (10-27 s before)."""
     script = (
         "import json, sys\n"
         "from cl_plugins.integrations.console import commands, main\n"

@@ -31,7 +31,7 @@ def test_main_job_trains_at_the_macl_preset_and_writes_its_table(data_root, tmp_
     assert set(saved["results"]) == {"before", "after (macl)"} and saved["summary"]["steps"] == 2
     assert "| STS-B |" in capsys.readouterr().out
     # a second run into the same folder is refused in one line before its first evaluation; the --resume the line
-    # suggests is one of the main job's flags (issue 61: "unrecognized arguments")
+    # suggests is one of the main job's flags ("unrecognized arguments")
     with pytest.raises(SystemExit) as info:
         main(["--model", str(tmp_path / "bert"), "--train_file", str(train), "--output_dir", str(out)])
     err = capsys.readouterr().err

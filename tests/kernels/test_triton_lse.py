@@ -112,7 +112,7 @@ def test_a_row_with_no_negative_gets_minus_infinity_and_no_gradient() -> None:
 
 
 def test_auto_takes_triton_on_a_gpu_where_it_was_measured_faster(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 60's policy: dense below 2^26 logits, from there Triton for D <= 128 (D <= 512 for half-precision
+    """The policy: dense below 2^26 logits, from there Triton for D <= 128 (D <= 512 for half-precision
     features; measured faster on an H200), the streaming kernel for wider rows or where Triton cannot run; the CPU
     never takes it."""
     assert triton_lse.available()

@@ -148,7 +148,7 @@ def test_only_a_block_and_its_own_transpose_are_bonded() -> None:
 
 def test_rows_of_4096_features_in_the_wide_default_chunks() -> None:
     """D = 4,096 in the blocks the GPU runs for D > 128 (chunks of 128 features, 256 gradient columns a program;
-    issue 60 asks for D up to 4,096): the same loss and gradients as float64."""
+    the GPU targets ask for D up to 4,096): the same loss and gradients as float64."""
     config = replace(triton_lse.DEFAULTS[0], precision="ieee", block_a=16, block_m=16)  # the interpreter's precision
     g = torch.Generator().manual_seed(9)
     z = torch.randn(2, 10, 4096, generator=g, dtype=torch.float64)

@@ -1,4 +1,4 @@
-"""Properties that separate an AMCL that learns from one its temperatures can game (issue 17).
+"""Properties that separate an AMCL that learns from one its temperatures can game.
 
 (a) with the embeddings frozen, training only the temperatures must not beat the best loss that
     temperatures blind to the candidates reach: each anchor's best constant in the box;

@@ -1,10 +1,10 @@
 """A census of bad input: how the core and the framework adapters answer it, counted as OK (the right value),
 clear (one ValueError / TypeError line), unclear (a traceback of another kind, a multi-line message, or a valid
 input refused), silently wrong (a value that is not the float64 reference's, or a value for an input that has
-none) — the classes of issue 49. Crashes and hangs under several processes are the 2-process tests' part.
+none) — the classes of an earlier review. Crashes and hangs under several processes are the 2-process tests' part.
 
 The cases: the seeded property searches of the core (``tests/test_property_search.py``) and of the adapters
-(``tests/integrations/frameworks/test_adapter_property_search.py``), widened, and the cases issue 49 lists by
+(``tests/integrations/frameworks/test_adapter_property_search.py``), widened, and the cases that review lists by
 name. Run it
 on two trees to compare them (the census file and the adapters' test module copied into the older one)::
 
@@ -78,7 +78,7 @@ def _classify(test: Callable[..., None], case: tuple) -> str:
 
 
 def named_cases() -> dict[str, str]:
-    """Issue 49's cases by name, each through the real entry point."""
+    """The cases by name, each through the real entry point."""
     import cl_plugins as clp
 
     z = torch.randn(8, 4)

@@ -61,7 +61,7 @@ def test_resume_continues_only_the_same_run(tmp_path):
         fake_run(Config(str(tmp_path), resume=True, loss="infonce", lr=0.1, epochs=5, seeds=[0, 1]))
     with pytest.raises(RunConflict, match="holds no run to resume"):
         fake_run(Config(str(tmp_path / "empty"), resume=True))
-    for seeds in ([1], [1, 2], []):  # issue 61: --resume --seeds 1 on a --seeds 0 run reported seed 1 alone
+    for seeds in ([1], [1, 2], []):  # --resume --seeds 1 on a --seeds 0 run reported seed 1 alone
         with pytest.raises(RunConflict, match=r"seeds: \[0, 1\] -> .*may add seeds, not drop"):
             fake_run(Config(str(tmp_path), resume=True, lr=0.1, epochs=5, seeds=seeds))
     assert fake_run(Config(str(tmp_path), resume=True, lr=0.1, epochs=5, seeds=[1, 0, 2])) == "trained"
@@ -141,7 +141,7 @@ def test_cli_refusals_are_one_line(data_root, tmp_path):
     _one_line(folds.result(), "--eval_folds")
     debug = _graph(out, "--epochs", "2", "--loss", "macl", "--debug")
     assert debug.returncode != 0 and "Traceback" in debug.stderr
-    # issue 61: a --loss_arg the trainer sets itself ("got multiple values for keyword argument"), a damaged manifest
+    # a --loss_arg the trainer sets itself ("got multiple values for keyword argument"), a damaged manifest
     _one_line(queue.result(), "--loss_arg layout=", "sets layout itself")
     assert not (tmp_path / "q").exists()
     manifest = out / guard.MANIFEST
@@ -150,7 +150,7 @@ def test_cli_refusals_are_one_line(data_root, tmp_path):
         _one_line(_graph(out, "--epochs", "3", "--loss", "macl", "--resume"), str(manifest), named)
 
 
-def test_issue_61_command_line_inputs_get_one_line(data_root, tmp_path, capsys):
+def test_hostile_command_line_inputs_get_one_line(data_root, tmp_path, capsys):
     import numpy as np
     import torch
 
@@ -167,7 +167,7 @@ def test_issue_61_command_line_inputs_get_one_line(data_root, tmp_path, capsys):
     cases += [(["graph-eval", "tu", "--embeddings", str(tmp_path / "emb.pt")], "is not an .npz of embeddings"),
               (["graph-eval", "tu", "--embeddings", str(tmp_path / "emb.npz")], "expected embeddings [N, D]"),
               (["graph-eval", "tu", "--embeddings", str(tmp_path / "none.npz")], "no such file")]  # fmt: skip
-    # Hugging Face folders that are not models (issue 61: OSError tracebacks, a crafted pickle refused with exit 1)
+    # Hugging Face folders that are not models (OSError tracebacks, a crafted pickle refused with exit 1)
     import shutil
 
     (tmp_path / "a_file").write_text("x")

@@ -1,4 +1,4 @@
-"""Issue 61's property, searched: a seeded sample of commands that must be refused (every strategy's own numeric
+"""The property, searched: a seeded sample of commands that must be refused (every strategy's own numeric
 arguments with values its checks refuse or accept, and the arguments only a loss's first call can refuse) and of
 on-disk damage (truncated, garbled, deleted, or replaced by a pickle that would create a file) to any file of a
 finished run. After any command: a refused one exits 2 with one line and leaves every byte of the previous run as it

@@ -248,7 +248,7 @@ CALL_TIME_MISTAKES = [
 @pytest.mark.slow
 @pytest.mark.parametrize(("loss", "arg"), CALL_TIME_MISTAKES, ids=["-".join(c) for c in CALL_TIME_MISTAKES])
 def test_a_loss_refused_at_its_first_call_changes_nothing_on_disk(finished, tmp_path, monkeypatch, capsys, loss, arg):
-    """Issue 61: the loss runs once on the run's first batch before the run claims its folder, so an argument the
+    """the loss runs once on the run's first batch before the run claims its folder, so an argument the
     first call refuses leaves a finished run as it was under --overwrite, and leaves no folder for a new run."""
     from cl_plugins.integrations.console import main
 

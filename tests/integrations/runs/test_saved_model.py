@@ -192,7 +192,7 @@ def _edit(folder: Path, change) -> None:  # noqa: ANN001
     ],
 )
 def test_a_crafted_description_is_refused_before_any_module_is_built(tmp_path, change, named):
-    """Issue 61: KeyErrors and TypeErrors, and sizes that allocated gigabytes before the weights were compared."""
+    """KeyErrors and TypeErrors, and sizes that allocated gigabytes before the weights were compared."""
     import time
 
     from cl_plugins.integrations.hosts.graph.graphcl_tu import TUConfig, build_model
@@ -228,7 +228,7 @@ def test_a_crafted_backbone_description_is_refused_before_it_allocates(change, n
 
 
 def test_a_model_of_another_width_than_its_data_or_flags_is_refused_in_one_line(data_root, tmp_path, capsys):
-    """Issue 61: an edited run.dataset and an --input_model of another --emb_dim gave shape-mismatch tracebacks."""
+    """an edited run.dataset and an --input_model of another --emb_dim gave shape-mismatch tracebacks."""
     from cl_plugins.integrations.console import main
     from cl_plugins.integrations.hosts.graph.encoders import MoleculeGIN
 

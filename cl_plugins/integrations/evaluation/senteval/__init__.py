@@ -17,7 +17,8 @@ _HOME = {"STS_TASKS": "engine", "TRANSFER_TASKS": "engine", "evaluate": "engine"
 
 
 def __getattr__(name: str) -> Any:
-    # imported on first use: the package's host.py is read by `cl-plugins --help`, which must not load torch
+    # imported on first use: the hosts' declarations (simcse's and mabel's host.py, which `cl-plugins --help` reads)
+    # name this package, and that must not load torch
     if name not in _HOME:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     return getattr(importlib.import_module(f".{_HOME[name]}", __name__), name)

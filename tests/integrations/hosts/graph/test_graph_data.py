@@ -263,7 +263,7 @@ def _processed_dirs(cache_root, kind: str, name: str) -> list:
 @pytest.mark.parametrize(("kind", "name"), [("tu", "MUTAG"), ("planetoid", "Cora")])
 def test_a_planted_processed_file_never_runs_and_the_cache_is_rebuilt(data_root, tmp_path, monkeypatch, kind, name,
                                                                      planted):  # fmt: skip
-    """Issue 61: PyG falls back to full unpickling for data.pt and always unpickles pre_transform.pt, so a crafted
+    """PyG falls back to full unpickling for data.pt and always unpickles pre_transform.pt, so a crafted
     file in our cache ran its code; garbage there gave a traceback. Both are now rebuilt from the raw files."""
     monkeypatch.setenv("CL_PLUGINS_CACHE", str(tmp_path / "cache"))
     load = (lambda: load_tu(name)) if kind == "tu" else (lambda: load_planetoid(name))

@@ -286,7 +286,7 @@ def test_cifar_python_batches_are_read_channel_major(tmp_path):
 
 @pytest.mark.parametrize("checksums", [None, {"test_batch": "0" * 32}], ids=["unchecked", "checksummed"])
 def test_a_crafted_cifar_batch_never_runs(tmp_path, monkeypatch, checksums):
-    """Issue 61: a data_batch planted under CL_PLUGINS_DATA ran its code when unpickled."""
+    """a data_batch planted under CL_PLUGINS_DATA ran its code when unpickled."""
     marker = tmp_path / "pwned"
     with open(tmp_path / "test_batch", "wb") as f:
         pickle.dump({b"data": Planted(marker), b"labels": [0]}, f)
