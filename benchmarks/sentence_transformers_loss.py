@@ -50,7 +50,7 @@ def one(name: str, batch: int, mini_batch: int) -> dict[str, float]:
     import torch
     from sentence_transformers import SentenceTransformer
 
-    from cl_plugins.integrations.data.paths import data_path
+    from cl_plugins.integrations.data.catalogue import data_path
     from cl_plugins.integrations.modalities.text.encoder import offline_encoder_dir
 
     torch.manual_seed(0)

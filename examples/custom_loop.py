@@ -20,10 +20,10 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import cl_plugins as clp  # noqa: E402
+from cl_plugins.integrations.command_line import parse_loss_args  # noqa: E402
 from cl_plugins.integrations.evaluation.knn import knn_accuracy  # noqa: E402
 from cl_plugins.integrations.modalities.images.augment import EvalTransform, SSLAugment  # noqa: E402
 from cl_plugins.integrations.modalities.images.datasets import load_cifar10, stratified_subset  # noqa: E402
-from cl_plugins.integrations.runs.cli import parse_loss_args  # noqa: E402
 
 
 class SimCLR(nn.Module):

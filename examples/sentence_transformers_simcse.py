@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dataclasses import asdict, dataclass, field  # noqa: E402
 
-from cl_plugins.integrations.runs.cli import one_line_errors, parse_config  # noqa: E402
+from cl_plugins.integrations.command_line import one_line_errors, parse_config  # noqa: E402
 from cl_plugins.integrations.runs.guard import guarded  # noqa: E402
 from cl_plugins.integrations.runs.layout import RunLayout  # noqa: E402
 
@@ -56,7 +56,7 @@ def run(args: STSimCSEConfig, *, layout: RunLayout) -> dict[str, Any]:
     from datasets import Dataset
     from sentence_transformers import SentenceTransformer, SentenceTransformerTrainingArguments
 
-    from cl_plugins.integrations.data.paths import data_path
+    from cl_plugins.integrations.data.catalogue import data_path
     from cl_plugins.integrations.evaluation.senteval import engine
     from cl_plugins.integrations.frameworks.sentence_transformers import CachedStrategyRankingLoss, StrategyTrainer
     from cl_plugins.integrations.modalities.text.encoder import offline_encoder_dir

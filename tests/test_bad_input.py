@@ -251,7 +251,7 @@ def test_the_queue_and_the_host_mapping_take_booleans_only():
 
 
 def test_the_command_line_reads_boolean_words():
-    from cl_plugins.integrations.runs.cli import parse_loss_args
+    from cl_plugins.integrations.command_line import parse_loss_args
 
     words = ["reweight=false", "adaptive=No", "strict=TRUE", "symmetric=yes", "detach=1", "tau0=1", "profile=x"]
     assert parse_loss_args(words) == {"reweight": False, "adaptive": False, "strict": True, "symmetric": True,

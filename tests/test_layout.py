@@ -175,3 +175,59 @@ def test_each_package_docstring_names_every_module_it_holds():
     assert not [m for m in kernel_modules if f":mod:`.{m}`" not in kernels.__doc__]
     packages = [m.name for m in pkgutil.iter_modules(integrations.__path__) if m.ispkg]
     assert not [p for p in packages if f"``{p}/``" not in integrations.__doc__]
+
+
+#: the layers of ``cl_plugins.integrations``, lowest first: a module imports only from layers below its own (or
+#: from its own package); packages of one layer never import each other
+INTEGRATION_LAYERS = (("command_line",), ("runs", "data", "patching"), ("evaluation",), ("modalities", "frameworks"),
+                      ("hosts",), ("console",), ("__init__",))  # fmt: skip
+
+
+def _integration_imports() -> dict[str, set[str]]:
+    """Each module of ``cl_plugins.integrations`` -> the modules of it that it imports (anywhere in its body)."""
+    import ast
+
+    root = ROOT / "cl_plugins" / "integrations"
+    modules = {".".join(p.relative_to(root.parent.parent).with_suffix("").parts).removesuffix(".__init__"): p
+               for p in root.rglob("*.py")}  # fmt: skip
+    edges: dict[str, set[str]] = {m: set() for m in modules}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*parts, base] if base else parts)
+                found = [base, *(f"{base}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.Import):
+                found = [a.name for a in node.names]
+            else:
+                continue
+            edges[name] |= {t for t in found if t in modules and t != name}
+    return edges
+
+
+def _layer(module: str) -> tuple[int, str]:
+    part = (module.split(".") + ["__init__"])[2]
+    return next(i for i, names in enumerate(INTEGRATION_LAYERS) if part in names), part
+
+
+def test_the_integrations_import_downwards_only_and_in_no_circle():
+    edges = _integration_imports()
+    upward = [f"{a} -> {b}" for a, targets in edges.items() for b in targets
+              if _layer(a)[1] != _layer(b)[1] and _layer(a)[0] <= _layer(b)[0]]  # fmt: skip
+    assert not upward, upward
+    seen: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(module: str, path: list[str]) -> None:
+        seen[module] = 1
+        for target in sorted(edges[module]):
+            assert seen.get(target) != 1, " -> ".join([*path, module, target])
+            if target not in seen:
+                visit(target, [*path, module])
+        seen[module] = 2
+
+    for module in sorted(edges):
+        if module not in seen:
+            visit(module, [])

@@ -10,7 +10,8 @@ The names: each host's patch module exports (its ``__all__``, else its patch fun
 package's ``__all__`` (classes and functions), and ``run_<command>`` for each ``cl-plugins`` subcommand (its
 ``main(argv)``). Where they live: ``hosts/`` (one package per research codebase, declared in its ``host.py``),
 ``frameworks/`` (one per training framework), ``modalities/`` (what hosts of one modality share), ``evaluation/``,
-``runs/`` (the training loop and its files), ``data/`` (the catalogue and downloads).
+``runs/`` (the training loop and its files), ``data/`` (the catalogue and downloads); below them ``command_line.py``
+and ``patching.py`` (the contract of every patch).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import importlib
 import importlib.util
 from pathlib import Path
 from typing import Any
+
+from cl_plugins.integrations import hosts as _hosts  # noqa: F401 - declares every host's datasets into the catalogue
 
 #: the framework packages whose ``__all__`` this package re-exports
 FRAMEWORKS = ("hf_trainer", "lightning", "open_clip", "sentence_transformers")

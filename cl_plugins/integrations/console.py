@@ -14,9 +14,9 @@ import argparse
 import importlib
 import sys
 
+from cl_plugins.integrations.command_line import command_line
 from cl_plugins.integrations.hosts import Command
 from cl_plugins.integrations.hosts import commands as host_commands
-from cl_plugins.integrations.runs.cli import command_line
 
 #: the data registry's own command; every other command is a host's (its ``host.py``,
 #: :mod:`cl_plugins.integrations.hosts`)

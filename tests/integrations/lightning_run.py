@@ -17,8 +17,8 @@ from lightning.pytorch import Trainer  # noqa: E402
 from torch.utils.data import DataLoader, Dataset  # noqa: E402
 
 import cl_plugins as clp  # noqa: E402
+from cl_plugins.integrations.command_line import leave_process_group  # noqa: E402
 from cl_plugins.integrations.frameworks.lightning import ContrastiveModule, StrategyLightningCallback  # noqa: E402
-from cl_plugins.integrations.runs.cli import leave_process_group  # noqa: E402
 
 GLOBAL_BATCH, D = 8, 6
 

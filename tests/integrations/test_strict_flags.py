@@ -21,9 +21,9 @@ from cl_plugins.arguments import ArgumentTypeError, flag_parameters
 #: test support; everything else with a ``bool`` parameter is an adapter a user calls
 INTERNAL = {
     "data.catalogue": "the data command's own functions (argparse hands them bools)",
-    "hosts.patching": "the patch kit's helpers, called by the patches with their checked flags",
+    "patching": "the patch kit's helpers, called by the patches with their checked flags",
     "runs.atomic": "file helpers of the run core",
-    "runs.cli": "command-line plumbing",
+    "command_line": "command-line plumbing",
     "runs.guard": "the guard's claim, built by the guard",
     "runs.saved_model.first_difference": "a comparison helper",
     "hosts.dcrec.sequence_encoder.dropout": "a functional layer called with module.training",

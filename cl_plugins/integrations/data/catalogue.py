@@ -7,7 +7,7 @@ its expected size and sha256 or md5 where known, the download sources with how t
 and where the checksums come from. Per-file sizes and hashes of the entries the offline data pack holds live
 in ``data_files.json``, computed from the pack by ``python scripts/data_checksums.py``.
 
-:func:`ensure` is what loaders call (through :func:`cl_plugins.integrations.data.paths.data_path`): a missing file
+:func:`ensure` is what loaders call (through :func:`data_path`): a missing file
 of a registered dataset is downloaded (unless :func:`~cl_plugins.integrations.data.downloads.offline`) into the data
 root, or into ``$CL_PLUGINS_CACHE/data`` when the data root is read-only, then verified.
 """
@@ -24,8 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cl_plugins.integrations.data.downloads import ChecksumError, Expected, download, mismatch, offline
-from cl_plugins.integrations.data.paths import cache_root, data_root
+from cl_plugins.integrations.data.downloads import ChecksumError, DownloadError, Expected, download, mismatch, offline
+from cl_plugins.integrations.data.paths import ENV, cache_root, data_root
 
 FILES_JSON = Path(__file__).with_name("data_files.json")
 SIMCSE_HF = "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve/main"
@@ -86,12 +86,22 @@ def after(prefix: str, new: str = "") -> Callable[[str], str]:
     return lambda target: new + target.split(prefix, 1)[1]
 
 
+#: where the entries come from: functions returning datasets, added by whoever declares them (the hosts' registry
+#: adds every host's when ``cl_plugins.integrations`` is imported); read once, when the catalogue is first read
+_SOURCES: list[Callable[[], list[Dataset]]] = []
+
+
+def declare(source: Callable[[], list[Dataset]]) -> None:
+    """Add the datasets ``source()`` returns to the catalogue (before it is first read)."""
+    if registry.cache_info().currsize:
+        raise RuntimeError("the data catalogue was read before a source of datasets was declared into it")
+    _SOURCES.append(source)
+
+
 @functools.lru_cache(maxsize=1)
 def registry() -> dict[str, Dataset]:
-    """Every host's datasets (each host declares its own, :mod:`cl_plugins.integrations.hosts`), by name."""
-    from cl_plugins.integrations.hosts import hosts
-
-    entries = [d for host in hosts().values() if host.datasets is not None for d in host.datasets()]
+    """Every declared dataset (each host declares its own, :mod:`cl_plugins.integrations.hosts`), by name."""
+    entries = [d for source in _SOURCES for d in source()]
     names = [d.name for d in entries]
     if len(set(names)) != len(names):
         raise ValueError(f"two hosts register the same dataset name: {sorted(n for n in names if names.count(n) > 1)}")
@@ -226,3 +236,33 @@ def ensure(relative: str | Path, hint: str = "") -> Path | None:
     for dataset in entries:
         fetch(dataset)
     return find(relative)
+
+
+def data_path(relative: str | Path, *, hint: str = "", root: str | Path | None = None) -> Path:
+    """Absolute path of ``relative`` under the data root; raises if it does not exist.
+
+    Without an explicit ``root``, a file of a registered dataset that is missing is downloaded first
+    (:func:`cl_plugins.integrations.data.catalogue.ensure`) unless downloads are off. ``hint`` says where the
+    file comes from (a download script, a URL) for the error message.
+    """
+    if root is not None:
+        path = Path(root).expanduser() / relative
+        if not path.exists():
+            raise FileNotFoundError(f"{relative} was not found under the data root {root}" + _comes_from(hint))
+        return path
+    try:
+        found = ensure(relative)
+    except DownloadError as err:
+        message = f"{relative} is not under the data root {data_root()} and downloading it failed ({err})"
+        raise FileNotFoundError(f"{message}; set {ENV} to a folder that holds it" + _comes_from(hint)) from None
+    if found is not None:
+        return found
+    names = [d.name for d in owners(relative)]
+    fetch = f"; `cl-plugins data download {' '.join(names)}` fetches it" if names else ""
+    raise FileNotFoundError(f"{relative} was not found under the data root {data_root()} "
+                            f"(${ENV}={os.environ.get(ENV, '<unset>')}). Set {ENV} to the folder that holds it"
+                            + _comes_from(hint) + fetch)  # fmt: skip
+
+
+def _comes_from(hint: str) -> str:
+    return f"; it comes from {hint}" if hint else ""

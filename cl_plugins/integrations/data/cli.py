@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import argparse
 
+from cl_plugins.integrations.command_line import new_parser, one_line_errors
 from cl_plugins.integrations.data import catalogue
 from cl_plugins.integrations.data.paths import data_root
-from cl_plugins.integrations.runs.cli import new_parser, one_line_errors
 
 
 def _size(n: int | None) -> str:

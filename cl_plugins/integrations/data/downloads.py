@@ -23,6 +23,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from cl_plugins.integrations.command_line import ReportedError
+
 OFFLINE_VARS = ("CL_PLUGINS_OFFLINE", "HF_HUB_OFFLINE")
 MIRROR_VAR = "CL_PLUGINS_DATA_MIRROR"
 CHUNK = 1 << 20
@@ -33,7 +35,7 @@ class ChecksumError(ValueError):
     """A file's content is not what its registry entry says."""
 
 
-class DownloadError(OSError):
+class DownloadError(ReportedError, OSError):
     """The network did not deliver the file (after the retries)."""
 
 

@@ -18,39 +18,6 @@ def data_root() -> Path:
     return Path(os.environ.get(ENV, DEFAULT_ROOT)).expanduser()
 
 
-def data_path(relative: str | Path, *, hint: str = "", root: str | Path | None = None) -> Path:
-    """Absolute path of ``relative`` under the data root; raises if it does not exist.
-
-    Without an explicit ``root``, a file of a registered dataset that is missing is downloaded first
-    (:func:`cl_plugins.integrations.data.catalogue.ensure`) unless downloads are off. ``hint`` says where the
-    file comes from (a download script, a URL) for the error message.
-    """
-    if root is not None:
-        path = Path(root).expanduser() / relative
-        if not path.exists():
-            raise FileNotFoundError(f"{relative} was not found under the data root {root}" + _comes_from(hint))
-        return path
-    from cl_plugins.integrations.data import catalogue
-    from cl_plugins.integrations.data.downloads import DownloadError
-
-    try:
-        found = catalogue.ensure(relative)
-    except DownloadError as err:
-        message = f"{relative} is not under the data root {data_root()} and downloading it failed ({err})"
-        raise FileNotFoundError(f"{message}; set {ENV} to a folder that holds it" + _comes_from(hint)) from None
-    if found is not None:
-        return found
-    names = [d.name for d in catalogue.owners(relative)]
-    fetch = f"; `cl-plugins data download {' '.join(names)}` fetches it" if names else ""
-    raise FileNotFoundError(f"{relative} was not found under the data root {data_root()} "
-                            f"(${ENV}={os.environ.get(ENV, '<unset>')}). Set {ENV} to the folder that holds it"
-                            + _comes_from(hint) + fetch)  # fmt: skip
-
-
-def _comes_from(hint: str) -> str:
-    return f"; it comes from {hint}" if hint else ""
-
-
 def cache_root() -> Path:
     """``$CL_PLUGINS_CACHE``, else ``~/.cache/cl_plugins``."""
     return Path(os.environ.get("CL_PLUGINS_CACHE", Path.home() / ".cache" / "cl_plugins")).expanduser()

@@ -21,13 +21,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from cl_plugins.integrations.data import catalogue
+
 
 @dataclass(frozen=True)
 class Command:
     """A ``cl-plugins`` subcommand: ``module.main(argv)`` runs it. ``line`` builds its command line without importing
     ``module``, so that ``--help`` answers before torch loads: ``"module:Class"`` of a run configuration (one flag
     per field) or ``"module:function"`` taking the description, in a module that imports nothing heavy
-    (:func:`cl_plugins.integrations.runs.cli.command_line`)."""
+    (:func:`cl_plugins.integrations.command_line.command_line`)."""
 
     name: str
     module: str
@@ -98,3 +100,10 @@ def patch_targets() -> dict[str, tuple[str, str]]:
     """Patch target -> (host name, patch function) over every host."""
     return {target: (host.name, function) for host in hosts().values()
             for target, function in (host.patches or {}).items()}  # fmt: skip
+
+
+def _datasets() -> list[Any]:
+    return [d for host in hosts().values() if host.datasets is not None for d in host.datasets()]
+
+
+catalogue.declare(_datasets)  # hosts declare their datasets into the catalogue, which never imports them

@@ -71,7 +71,7 @@ def end_tracking(accelerator: Any) -> None:
     freed later, its reducer drops the last reference and gloo's destructor joins its worker threads holding the
     GIL, while a worker that is still destroying a barrier's work item waits for the GIL: a deadlock after the
     work is done (seen as a two-process run that printed its summary and never exited). The group is left by
-    :func:`cl_plugins.integrations.runs.cli.leave_process_group` once the run has returned and its models are freed.
+    :func:`cl_plugins.integrations.command_line.leave_process_group` once the run has returned and its models are freed.
     """
     for tracker in accelerator.trackers:
         tracker.finish()

@@ -1,7 +1,7 @@
 """The settings every trainer's run shares: its strategy, its folder, resuming, tracking.
 
 Each trainer's config is a keyword-only dataclass extending :class:`RunConfig`; the command line gets one
-flag per field (:mod:`cl_plugins.integrations.runs.cli`), and :mod:`cl_plugins.integrations.runs.guard`
+flag per field (:mod:`cl_plugins.integrations.command_line`), and :mod:`cl_plugins.integrations.runs.guard`
 compares them between a run and its resume.
 """
 

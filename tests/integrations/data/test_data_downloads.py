@@ -17,9 +17,8 @@ from pathlib import Path
 import pytest
 
 from cl_plugins.integrations.data import catalogue
-from cl_plugins.integrations.data.catalogue import Dataset, Source
+from cl_plugins.integrations.data.catalogue import Dataset, Source, data_path
 from cl_plugins.integrations.data.downloads import ChecksumError, DownloadError, Expected, download, mismatch
-from cl_plugins.integrations.data.paths import data_path
 
 
 class Server:

@@ -191,7 +191,7 @@ def test_a_kill_in_a_folder_swap_is_finished_by_the_next_command(tmp_path):
 
 def test_loss_arg_mistakes_are_user_errors():
     import cl_plugins as clp
-    from cl_plugins.integrations.runs.cli import parse_loss_args
+    from cl_plugins.integrations.command_line import parse_loss_args
 
     with pytest.raises(ValueError, match="not a parameter name"):
         parse_loss_args(["=1"])

@@ -36,7 +36,7 @@ class CrowsPair:
 def load_crows_pairs(path: str | Path | None = None, bias_type: str | None = None) -> list[CrowsPair]:
     """The pairs of ``crows_pairs_anonymized.csv`` (only ``bias_type`` ones if given, e.g. ``gender``)."""
     if path is None:
-        from cl_plugins.integrations.data.paths import data_path
+        from cl_plugins.integrations.data.catalogue import data_path
 
         path = data_path(CSV_FILE, hint="nyu-mll/crows-pairs data/")
     pairs = []

@@ -31,7 +31,7 @@ GENDER_TESTS = ("sent-weat6", "sent-weat6b", "sent-weat7", "sent-weat7b", "sent-
 
 def load_seat_test(name: str, root: str | Path | None = None) -> dict[str, list[str]]:
     """``{"X": [...], "Y": [...], "A": [...], "B": [...]}`` of ``<name>.jsonl``."""
-    from cl_plugins.integrations.data.paths import data_path
+    from cl_plugins.integrations.data.catalogue import data_path
 
     path = data_path(f"{SEAT_DIR}/{name}.jsonl", hint="McGill-NLP/bias-bench data/seat/", root=root)
     raw = json.loads(path.read_text())

@@ -92,7 +92,7 @@ def read_json(path: str | Path) -> list[IntrasentenceExample]:
 def load_intrasentence(path: str | Path | None = None) -> list[IntrasentenceExample]:
     """``path`` (a CSV or StereoSet JSON), default the data pack's validation CSV."""
     if path is None:
-        from cl_plugins.integrations.data.paths import data_path
+        from cl_plugins.integrations.data.catalogue import data_path
 
         path = data_path(CSV_FILE, hint="the StereoSet validation split (elidek-themis/datasets)")
     return read_json(path) if str(path).endswith(".json") else read_csv(path)

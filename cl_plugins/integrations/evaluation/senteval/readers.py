@@ -11,7 +11,7 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 
-from cl_plugins.integrations.data.paths import data_path
+from cl_plugins.integrations.data.catalogue import data_path
 
 DOWNSTREAM = "sentence/SentEval/data/downstream"
 HINT = "SentEval's data/downstream/get_transfer_data.bash or SimCSE's senteval.tar"

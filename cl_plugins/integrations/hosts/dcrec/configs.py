@@ -7,7 +7,7 @@ import argparse
 from dataclasses import asdict, dataclass, field
 
 from cl_plugins.arguments import strict_flags
-from cl_plugins.integrations.runs.cli import new_parser
+from cl_plugins.integrations.command_line import new_parser
 from cl_plugins.integrations.runs.config import RunConfig, output_dir_field
 
 #: the selection rows: a validation row per user, or DCRec's own selection on the test rows (labelled)

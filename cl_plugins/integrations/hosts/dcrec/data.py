@@ -18,7 +18,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cl_plugins.integrations.data.paths import data_path
+from cl_plugins.integrations.data.catalogue import data_path
 
 DCREC_SUBDIR = "recsys/dcrec/dataset"
 

@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from cl_plugins.integrations.hosts.dcrec.model import build_dcrec_loss
-from cl_plugins.integrations.hosts.patching import PatchHandle, check_built, class_and_model
+from cl_plugins.integrations.patching import PatchHandle, check_built, class_and_model
 
 
 class DCRecCLLayer(nn.Module):

@@ -67,7 +67,7 @@ def sequences_from_leave_one_out(loo: LeaveOneOut) -> UserSequences:
 
 def source_files(dataset: str, root: str | None = None) -> list[Path]:
     """The raw files :func:`load_sequences` reads for ``dataset`` (what its cache is keyed by)."""
-    from cl_plugins.integrations.data.paths import data_path
+    from cl_plugins.integrations.data.catalogue import data_path
 
     if dataset in MOVIELENS_FILES:
         return [data_path(MOVIELENS_FILES[dataset], hint="https://grouplens.org/datasets/movielens/", root=root)]
@@ -79,7 +79,7 @@ def source_files(dataset: str, root: str | None = None) -> list[Path]:
 def load_sequences(dataset: str, root: str | None = None) -> UserSequences:
     """``ml-100k`` / ``ml-1m`` from the raw MovieLens files, anything else as a DCRec split name."""
     if dataset in MOVIELENS_FILES:
-        from cl_plugins.integrations.data.paths import data_path
+        from cl_plugins.integrations.data.catalogue import data_path
 
         path = data_path(MOVIELENS_FILES[dataset], hint="https://grouplens.org/datasets/movielens/", root=root)
         return sequences_from_leave_one_out(leave_one_out(read_movielens(path)))

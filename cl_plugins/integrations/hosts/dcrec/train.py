@@ -28,15 +28,15 @@ from typing import Any
 
 import torch
 
+from cl_plugins.integrations.command_line import one_line_errors, parse_config
 from cl_plugins.integrations.data.paths import cache_dir, fingerprint
 from cl_plugins.integrations.hosts.dcrec.configs import DCRecConfig
-from cl_plugins.integrations.hosts.dcrec.evaluate import evaluate, format_metrics
 from cl_plugins.integrations.hosts.dcrec.graphs import ItemGraph, UserEdges
 from cl_plugins.integrations.hosts.dcrec.model import DCRec, DCRecGraphs, build_dcrec_loss
+from cl_plugins.integrations.hosts.dcrec.ranking import evaluate, format_metrics
 from cl_plugins.integrations.hosts.dcrec.splits import DCRecSplits, Rows, build_splits, load_sequences, source_files
 from cl_plugins.integrations.runs import atomic, saved_model
 from cl_plugins.integrations.runs.accelerate_setup import end_tracking, make_accelerator
-from cl_plugins.integrations.runs.cli import one_line_errors, parse_config
 from cl_plugins.integrations.runs.guard import guarded
 from cl_plugins.integrations.runs.layout import RunLayout
 from cl_plugins.integrations.runs.results import fmt_mean_std, write_json

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from cl_plugins.arguments import strict_flags
-from cl_plugins.integrations.runs.cli import host_head_field, new_parser
+from cl_plugins.integrations.command_line import host_head_field, new_parser
 from cl_plugins.integrations.runs.config import RunConfig, output_dir_field
 
 

@@ -25,11 +25,11 @@ from typing import Any
 
 import numpy as np
 
+from cl_plugins.integrations.command_line import one_line_errors
 from cl_plugins.integrations.hosts.graph.configs import evaluate_parser
 from cl_plugins.integrations.hosts.graph.trainer import load_run_model
 from cl_plugins.integrations.runs import saved_model
 from cl_plugins.integrations.runs.atomic import first_line
-from cl_plugins.integrations.runs.cli import one_line_errors
 from cl_plugins.integrations.runs.results import mean_std
 
 

@@ -25,6 +25,7 @@ from torch import nn
 
 import cl_plugins as clp
 from cl_plugins.arguments import strict_flags
+from cl_plugins.integrations.command_line import one_line_errors, parse_config
 from cl_plugins.integrations.evaluation.node_classification import node_classification, pygcl_logreg_f1, pygcl_split
 from cl_plugins.integrations.hosts.graph.configs import GraceConfig
 from cl_plugins.integrations.hosts.graph.datasets import load_planetoid
@@ -32,7 +33,6 @@ from cl_plugins.integrations.hosts.graph.encoders import GCNEncoder
 from cl_plugins.integrations.hosts.graph.trainer import graph_hooks, save_run_model
 from cl_plugins.integrations.runs import atomic
 from cl_plugins.integrations.runs.accelerate_setup import end_tracking, make_accelerator
-from cl_plugins.integrations.runs.cli import one_line_errors, parse_config
 from cl_plugins.integrations.runs.guard import guarded
 from cl_plugins.integrations.runs.layout import RunLayout
 from cl_plugins.integrations.runs.results import mean_std, write_json

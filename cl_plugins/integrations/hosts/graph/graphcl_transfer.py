@@ -26,6 +26,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 import cl_plugins as clp
+from cl_plugins.integrations.command_line import one_line_errors, parse_config
 from cl_plugins.integrations.hosts.graph.augment import GraphAugmentor
 from cl_plugins.integrations.hosts.graph.checkpoints import load_molecule_gin
 from cl_plugins.integrations.hosts.graph.configs import TransferConfig
@@ -40,7 +41,6 @@ from cl_plugins.integrations.hosts.graph.molecules import (
 from cl_plugins.integrations.hosts.graph.trainer import GraphCL, graph_hooks
 from cl_plugins.integrations.runs import saved_model
 from cl_plugins.integrations.runs.accelerate_setup import end_tracking, make_accelerator
-from cl_plugins.integrations.runs.cli import one_line_errors, parse_config
 from cl_plugins.integrations.runs.guard import guarded
 from cl_plugins.integrations.runs.layout import RunLayout
 from cl_plugins.integrations.runs.results import mean_std, write_json

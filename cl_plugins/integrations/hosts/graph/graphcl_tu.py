@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 import cl_plugins as clp
+from cl_plugins.integrations.command_line import one_line_errors, parse_config
 from cl_plugins.integrations.evaluation.graph_svm import svm_cv_accuracy
 from cl_plugins.integrations.hosts.graph.augment import GraphAugmentor
 from cl_plugins.integrations.hosts.graph.configs import TUConfig
@@ -28,7 +29,6 @@ from cl_plugins.integrations.hosts.graph.encoders import GINEncoder, projection_
 from cl_plugins.integrations.hosts.graph.trainer import GraphCL, graph_hooks, save_run_model
 from cl_plugins.integrations.runs import atomic
 from cl_plugins.integrations.runs.accelerate_setup import end_tracking, make_accelerator
-from cl_plugins.integrations.runs.cli import one_line_errors, parse_config
 from cl_plugins.integrations.runs.guard import guarded
 from cl_plugins.integrations.runs.layout import RunLayout
 from cl_plugins.integrations.runs.results import mean_std, write_json

@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from cl_plugins.integrations.data.paths import cache_dir, data_path, data_root
+from cl_plugins.integrations.data.catalogue import data_path
+from cl_plugins.integrations.data.paths import cache_dir, data_root
 from cl_plugins.integrations.hosts.graph.datasets import pyg_data_classes
 from cl_plugins.integrations.runs import atomic
 

@@ -3,7 +3,7 @@
 Every function follows the contract of ``docs/patching.md``: it takes the class that holds the
 seam (or a model built from it), replaces the loss method with one of the same signature, wraps
 ``__init__`` so that every model built afterwards holds the loss as ``model.cl_plugins_loss``, and
-returns a :class:`~cl_plugins.integrations.hosts.patching.PatchHandle`. At constant τ with ``infonce`` each
+returns a :class:`~cl_plugins.integrations.patching.PatchHandle`. At constant τ with ``infonce`` each
 patch reproduces the original code (``tests/integrations/hosts/graph/test_graph_patch.py`` runs the real files):
 
 * GraphCL unsupervised TU, ``simclr.loss_cal(self, x, x_aug)`` (τ 0.2) and GraphCL transfer
@@ -39,7 +39,7 @@ from torch import nn
 
 import cl_plugins as clp
 from cl_plugins.arguments import strict_flags
-from cl_plugins.integrations.hosts.patching import PatchHandle, check_built, class_and_model, gathering
+from cl_plugins.integrations.patching import PatchHandle, check_built, class_and_model, gathering
 
 
 def graphcl_loss(name: str = "infonce", tau: float = 0.2, **kwargs: Any) -> nn.Module:

@@ -8,8 +8,8 @@ import argparse
 from dataclasses import dataclass, field, fields
 
 from cl_plugins.arguments import strict_flags
+from cl_plugins.integrations.command_line import dataclass_parser, new_parser
 from cl_plugins.integrations.modalities.text.config import TrainConfig
-from cl_plugins.integrations.runs.cli import dataclass_parser, new_parser
 from cl_plugins.integrations.runs.config import output_dir_field
 
 #: the bias benchmarks of ``mabel-eval``

@@ -16,7 +16,7 @@ import json
 import re
 from pathlib import Path
 
-from cl_plugins.integrations.data.paths import data_path
+from cl_plugins.integrations.data.catalogue import data_path
 
 WORDS_FILE = "bias/bias-bench/data/bias_attribute_words.json"
 DEFAULT_OVERRIDES = {"her": "his"}

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from cl_plugins.integrations.command_line import one_line_errors
 from cl_plugins.integrations.evaluation.bias.crows_pairs import evaluate_crows, load_crows_pairs
 from cl_plugins.integrations.evaluation.bias.seat import GENDER_TESTS, run_seat
 from cl_plugins.integrations.evaluation.bias.stereoset import evaluate_stereoset, load_intrasentence
@@ -22,7 +23,6 @@ from cl_plugins.integrations.hosts.mabel.configs import TASKS, evaluate_parser
 from cl_plugins.integrations.modalities.text.encoder import pretrained
 from cl_plugins.integrations.modalities.text.sentence_encoder import load_encoder, trained_settings
 from cl_plugins.integrations.runs import atomic
-from cl_plugins.integrations.runs.cli import one_line_errors
 
 
 def evaluate_bias(

@@ -19,7 +19,7 @@ the patch equal MABEL's loss for ``infonce``): swapping the strategy there would
 (it grows as 1/τ²), and temperature-free has no τ at all. The MLM term is MABEL's. The six-sentence
 variant with hard negatives and the ``a2`` / ``a3`` alignment variants (not used in the paper) raise
 ``NotImplementedError``. Under ``torch.distributed`` (training only, as MABEL) both terms see the
-global batch; see :func:`cl_plugins.integrations.hosts.patching.host_gradient` for ``global_batch``.
+global batch; see :func:`cl_plugins.integrations.patching.host_gradient` for ``global_batch``.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from torch import nn
 import cl_plugins as clp
 from cl_plugins.arguments import strict_flags
 from cl_plugins.integrations.hosts.mabel.model import alignment_loss
-from cl_plugins.integrations.hosts.patching import PatchHandle, gathering, host_gradient
 from cl_plugins.integrations.modalities.text.cl_forward import patch_cl_module
+from cl_plugins.integrations.patching import PatchHandle, gathering, host_gradient
 
 
 def _embed(cls: nn.Module, encoder: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,

@@ -25,6 +25,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from cl_plugins.integrations.command_line import config_from_args, one_line_errors
 from cl_plugins.integrations.data.paths import cache_dir
 from cl_plugins.integrations.hosts.mabel.configs import MabelConfig, train_parser
 from cl_plugins.integrations.hosts.mabel.counterfactual import load_word_pairs, swap_table
@@ -32,14 +33,13 @@ from cl_plugins.integrations.hosts.mabel.data import read_items, sick_items
 from cl_plugins.integrations.hosts.mabel.model import MabelModel
 from cl_plugins.integrations.modalities.text.trainer import build_strategy, dropout_overrides, train
 from cl_plugins.integrations.runs import atomic
-from cl_plugins.integrations.runs.cli import config_from_args, one_line_errors
 from cl_plugins.integrations.runs.guard import guarded
 from cl_plugins.integrations.runs.layout import RunLayout
 
 
 def offline_mlm(config: MabelConfig) -> Path:
     """all-MiniLM-L6-v2 with a fitted MLM head (built once, then cached)."""
-    from cl_plugins.integrations.data.paths import data_path
+    from cl_plugins.integrations.data.catalogue import data_path
     from cl_plugins.integrations.hosts.mabel.mlm_head import fit_mlm_head
     from cl_plugins.integrations.modalities.text.encoder import offline_encoder_dir
 

@@ -38,6 +38,7 @@ from accelerate import PartialState
 from torch import nn
 
 from cl_plugins.arguments import strict_flags
+from cl_plugins.integrations.command_line import one_line_errors, parse_config
 from cl_plugins.integrations.hosts.msc.configs import MSCConfig
 from cl_plugins.integrations.hosts.msc.patch import MSCContrastiveLoss
 from cl_plugins.integrations.hosts.msc.scoring import knn_anomaly_score, roc_auc
@@ -48,7 +49,6 @@ from cl_plugins.integrations.modalities.images.features import extract_features
 from cl_plugins.integrations.modalities.images.resnet import ResNet, build_resnet, load_torchvision_state
 from cl_plugins.integrations.runs import atomic, saved_model
 from cl_plugins.integrations.runs.accelerate_setup import end_tracking, make_accelerator
-from cl_plugins.integrations.runs.cli import one_line_errors, parse_config
 from cl_plugins.integrations.runs.guard import guarded
 from cl_plugins.integrations.runs.layout import RunLayout
 from cl_plugins.integrations.runs.results import mean_std, write_json

@@ -34,7 +34,7 @@ import torch.nn.functional as F
 import cl_plugins as clp
 from cl_plugins.arguments import strict_flags
 from cl_plugins.integrations.hosts.msc.configs import MSC_TAU
-from cl_plugins.integrations.hosts.patching import PatchHandle, check_built, gathering
+from cl_plugins.integrations.patching import PatchHandle, check_built, gathering
 
 
 class MSCContrastiveLoss(torch.nn.Module):

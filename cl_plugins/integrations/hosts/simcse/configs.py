@@ -8,8 +8,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from cl_plugins.integrations.command_line import dataclass_parser, new_parser
 from cl_plugins.integrations.modalities.text.config import POOLERS, TrainConfig
-from cl_plugins.integrations.runs.cli import dataclass_parser, new_parser
 
 
 def train_parser(description: str | None, defaults: dict[str, Any] | None = None) -> argparse.ArgumentParser:

@@ -15,18 +15,18 @@ import json
 
 import numpy as np
 
+from cl_plugins.integrations.command_line import one_line_errors
 from cl_plugins.integrations.evaluation.senteval import engine
 from cl_plugins.integrations.hosts.simcse.configs import evaluate_parser
 from cl_plugins.integrations.modalities.text.sentence_encoder import load_encoder
 from cl_plugins.integrations.runs import atomic
-from cl_plugins.integrations.runs.cli import one_line_errors
 
 
 def run_senteval_package(encode, tasks: list[str], mode: str) -> dict[str, dict[str, float]]:  # type: ignore[no-untyped-def]
     """The original SentEval (if importable), with SimCSE's parameters."""
     import senteval  # noqa: PLC0415
 
-    from cl_plugins.integrations.data.paths import data_path
+    from cl_plugins.integrations.data.catalogue import data_path
 
     task_path = str(data_path("sentence/SentEval/data"))
     params = {"task_path": task_path, "usepytorch": True, "kfold": 10 if mode == "test" else 5}

@@ -13,7 +13,7 @@ The loss is built per model with SimCSE's ``--temp`` as the host temperature and
 keeps the original signature and behaviour (flattening, pooler, MLP for the ``cls`` pooler, hard
 negatives with ``model_args.hard_negative_weight``, which SimCSE ignores for two-sentence batches,
 MLM term with ``model_args.mlm_weight``). Under ``torch.distributed`` (training only, as SimCSE)
-the loss gathers embeddings; see :func:`cl_plugins.integrations.hosts.patching.host_gradient` for the
+the loss gathers embeddings; see :func:`cl_plugins.integrations.patching.host_gradient` for the
 gradient scale (``global_batch``). ``logits`` of the output is the raw cosine matrix [N, N]
 (or [N, 2N] with hard negatives), not divided by a temperature.
 
@@ -31,8 +31,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from cl_plugins.arguments import strict_flags
-from cl_plugins.integrations.hosts.patching import PatchHandle, gathering, host_gradient
 from cl_plugins.integrations.modalities.text.cl_forward import enable_modern_transformers, patch_cl_module
+from cl_plugins.integrations.patching import PatchHandle, gathering, host_gradient
 
 __all__ = ["enable_modern_transformers", "patch_simcse"]
 
@@ -119,7 +119,7 @@ def patch_simcse(
         **loss_args: the strategy's parameters (they win over the host mapping).
 
     Returns:
-        a :class:`~cl_plugins.integrations.hosts.patching.PatchHandle`.
+        a :class:`~cl_plugins.integrations.patching.PatchHandle`.
     """
     return patch_cl_module("patch_simcse", target, "simcse.models", loss, "temp",
                            lambda handle: _forward_with(handle, global_batch), loss_args)  # fmt: skip

@@ -19,11 +19,11 @@ import argparse
 import json
 from typing import Any
 
+from cl_plugins.integrations.command_line import config_from_args as dataclass_config_from_args
+from cl_plugins.integrations.command_line import one_line_errors
 from cl_plugins.integrations.hosts.simcse.configs import train_parser
 from cl_plugins.integrations.modalities.text.config import TrainConfig
 from cl_plugins.integrations.modalities.text.trainer import train
-from cl_plugins.integrations.runs.cli import config_from_args as dataclass_config_from_args
-from cl_plugins.integrations.runs.cli import one_line_errors
 
 
 def build_parser(defaults: dict[str, Any] | None = None) -> argparse.ArgumentParser:

@@ -25,8 +25,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from cl_plugins.integrations.command_line import one_line_errors, parse_loss_args
 from cl_plugins.integrations.data import catalogue
-from cl_plugins.integrations.data.paths import data_path
+from cl_plugins.integrations.data.catalogue import data_path
 from cl_plugins.integrations.evaluation.senteval import engine
 from cl_plugins.integrations.hosts.simcse.configs import train_then_evaluate_parser
 from cl_plugins.integrations.modalities.text.config import TrainConfig
@@ -34,7 +35,6 @@ from cl_plugins.integrations.modalities.text.encoder import offline_encoder_dir
 from cl_plugins.integrations.modalities.text.sentence_encoder import load_encoder
 from cl_plugins.integrations.modalities.text.trainer import train
 from cl_plugins.integrations.runs import atomic
-from cl_plugins.integrations.runs.cli import one_line_errors, parse_loss_args
 from cl_plugins.integrations.runs.guard import preflight
 from cl_plugins.integrations.runs.layout import RunLayout
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cl_plugins.arguments import strict_flags
-from cl_plugins.integrations.runs.cli import host_head_field
+from cl_plugins.integrations.command_line import host_head_field
 from cl_plugins.integrations.runs.config import RunConfig, output_dir_field
 
 #: the contrastive frameworks of :mod:`cl_plugins.integrations.hosts.vision.ssl_methods`

@@ -31,6 +31,7 @@ from torch import nn
 
 import cl_plugins as clp
 from cl_plugins.arguments import strict_flags
+from cl_plugins.integrations.command_line import one_line_errors, parse_config
 from cl_plugins.integrations.evaluation.knn import knn_accuracy
 from cl_plugins.integrations.evaluation.linear_probe import linear_probe
 from cl_plugins.integrations.hosts.vision.configs import DATASETS, VisionConfig
@@ -46,7 +47,6 @@ from cl_plugins.integrations.modalities.images.datasets import (
 from cl_plugins.integrations.modalities.images.features import extract_features
 from cl_plugins.integrations.modalities.images.resnet import ResNet, build_resnet
 from cl_plugins.integrations.runs.accelerate_setup import end_tracking, make_accelerator
-from cl_plugins.integrations.runs.cli import one_line_errors, parse_config
 from cl_plugins.integrations.runs.guard import guarded
 from cl_plugins.integrations.runs.layout import RunLayout
 from cl_plugins.integrations.runs.results import write_json

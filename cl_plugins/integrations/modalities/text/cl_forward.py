@@ -14,7 +14,7 @@ from typing import Any
 from torch import nn
 
 import cl_plugins as clp
-from cl_plugins.integrations.hosts.patching import PatchHandle, check_built
+from cl_plugins.integrations.patching import PatchHandle, check_built
 
 
 def host_module(target: Any, patch: str, default: str | None) -> tuple[ModuleType, nn.Module | None]:

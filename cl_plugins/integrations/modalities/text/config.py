@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cl_plugins.arguments import strict_flags
-from cl_plugins.integrations.runs.cli import host_head_field
+from cl_plugins.integrations.command_line import host_head_field
 from cl_plugins.integrations.runs.config import RunConfig, output_dir_field
 
 #: SimCSE's poolers (``simcse/models.py``)

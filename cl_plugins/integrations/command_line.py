@@ -16,14 +16,19 @@ from dataclasses import MISSING, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
-from cl_plugins.integrations.data.downloads import DownloadError
-
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
-#: the errors a user's input causes (arguments, data files, checkpoints, output folders), and a network that does
-#: not deliver a download (which says how to resume): one line, no traceback
+
+
+class ReportedError(Exception):
+    """An error whose message is written for the user (a download the network did not deliver, which says how to
+    resume): one line, like the errors of :data:`USER_ERRORS`."""
+
+
+#: the errors a user's input causes (arguments, data files, checkpoints, output folders), and the errors that
+#: report themselves: one line, no traceback
 USER_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError, EOFError,
-               FloatingPointError, DownloadError)  # fmt: skip
+               FloatingPointError, ReportedError)  # fmt: skip
 
 
 def host_head_field() -> Any:
