@@ -41,7 +41,7 @@ def child_env(data: Path, cache: Path, site: str | None, device: str = "cuda") -
 def prepare_inputs(work: Path, data: Path) -> dict[str, Path]:
     """Tiny random BERTs (an encoder, a masked LM) and the text trainers' training files, sliced from the pack."""
     sys.path.insert(0, str(ROOT))
-    from cl_plugins.integrations.modalities.text.tiny import make_tiny_bert
+    from cl_plugins.integrations.modalities.text.testing import make_tiny_bert
 
     work.mkdir(parents=True, exist_ok=True)
     wiki = (data / "sentence/simcse/wiki1m_for_simcse.head.txt").read_text().splitlines()[:2048]

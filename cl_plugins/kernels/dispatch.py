@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from . import fused, pair_network, streaming, symmetric, triton_lse, triton_pair
+from . import fused, halves, pair_network, streaming, triton_bonded, triton_lse
 from .contract import Backend, KernelChoice, KernelHealth, Request
 from .triton_jit import refuse_unusable, usable_on
 
@@ -85,12 +85,12 @@ def backends(request: Request) -> list[Backend]:
     if request.network is not None:  # logits with a per-pair temperature network: its kernel alone
         return [pair_network.BACKEND]
     if choice.name == "triton":
-        return [triton_pair.SELF, triton_pair.PAIR, triton_lse.BACKEND,
-                *([] if request.fusable else [symmetric.BACKEND]), streaming.BACKEND]  # fmt: skip
+        return [triton_bonded.SELF, triton_bonded.PAIR, triton_lse.BACKEND,
+                *([] if request.fusable else [halves.BACKEND]), streaming.BACKEND]  # fmt: skip
     if choice.name == "fused":
-        order = [symmetric.BACKEND, fused.BACKEND] if choice.symmetric else [fused.BACKEND, symmetric.BACKEND]
+        order = [halves.BACKEND, fused.BACKEND] if choice.symmetric else [fused.BACKEND, halves.BACKEND]
         return [*order, streaming.BACKEND]
-    return [symmetric.BACKEND, streaming.BACKEND]
+    return [halves.BACKEND, streaming.BACKEND]
 
 
 def run(request: Request) -> list[torch.Tensor]:

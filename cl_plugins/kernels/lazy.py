@@ -12,7 +12,7 @@ import torch
 
 from . import dispatch
 from .contract import Bond, KernelChoice, LogitMap, PairNetwork, Request
-from .pairs import pair_cosines
+from .listed_cosines import pair_cosines
 
 if TYPE_CHECKING:
     from ..labels import BlockLabels

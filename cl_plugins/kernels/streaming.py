@@ -9,7 +9,7 @@ flash-attention / Inf-CL recurrence); backward recomputes each tile from the emb
 O((A + M) D + R T) for tiles of R rows and T columns, never O(A M). Where every logit is bounded well inside the
 dtype's range (:func:`sums_fit`: a temperature above 0.015 in float32, any per-pair map of this library) the sums
 go without the running maximum, whose passes (a max, a subtraction) then cost nothing; a block of anchors against
-themselves then computes each tile once for both directions (:mod:`cl_plugins.kernels.symmetric`).
+themselves then computes each tile once for both directions (:mod:`cl_plugins.kernels.halves`).
 
 Per tile, the non-negatives of a row (its positive and itself, :mod:`cl_plugins.layouts`) are set to -inf after
 ``phi``, and a per-row bias may be added to one column (SimCSE's ``hard_negative_weight``). Extra log-sum-exps at

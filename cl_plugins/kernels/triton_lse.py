@@ -10,7 +10,7 @@ applied in registers (the flash-attention / Inf-CL recurrence), and only [A]-siz
 Backward recomputes each block twice, once in a kernel over anchor blocks (``dA = G c``) and once over candidate
 blocks (``dC = G^T a``), with ``G_ij = exp(l_ij - LSE_i) g_i phi'(x_ij)``: no atomics, so the gradients are
 deterministic. A block that is also its transpose's (CLIP's two directions, SimCLR's block against itself) adds the
-columns' term to G and serves both from one backward (:mod:`~cl_plugins.kernels.triton_pair`). A learned
+columns' term to G and serves both from one backward (:mod:`~cl_plugins.kernels.triton_bonded`). A learned
 temperature is in the anchors (pre-scaled by 1/tau), so autograd carries its gradient.
 
 A per-pair map reaches the kernels as a :class:`~cl_plugins.kernels.contract.TritonMap` (``LogitMap.triton``): the

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from cl_plugins.integrations.modalities.text.tiny import make_tiny_bert
+from cl_plugins.integrations.modalities.text.testing import make_tiny_bert
 from tests import ROOT
 from tests.integrations.hosts.simcse.test_simcse_train import SENTENCES
 

@@ -29,7 +29,7 @@ INTERNAL = {
     "hosts.dcrec.sequence_encoder.dropout": "a functional layer called with module.training",
     "hosts.graph.augment.perturb_edges": "an augmentation's internal step",
     "hosts.simcse.train_then_evaluate.wiki_file": "the script's own data path",
-    "modalities.text.tiny.make_tiny_bert": "test support",
+    "modalities.text.testing.make_tiny_bert": "test support",
 }
 NOT_BOOLS = ("false", "0", "no", 0, 1, 0.5)
 

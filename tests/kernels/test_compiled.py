@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import cl_plugins as clp
-from cl_plugins.kernels import compiled, fused, streaming, symmetric
+from cl_plugins.kernels import compiled, fused, halves, streaming
 from cl_plugins.kernels.statement import statement_closed, statement_terms
 from cl_plugins.kernels.tiles import chunk_forward
 
@@ -65,7 +65,7 @@ def test_whole_tiles_compiled_equal_the_eager_ones(name, kwargs, layout, labelle
         return min(rows, 5), min(cols, 5)
 
     monkeypatch.setattr(streaming, "tile_sizes", small)
-    monkeypatch.setattr(symmetric, "tile_sizes", small)
+    monkeypatch.setattr(halves, "tile_sizes", small)
     monkeypatch.setattr(fused, "CHUNK_ELEMENTS", 50)
     used: list[str] = []
     original = compiled.maybe_compiled

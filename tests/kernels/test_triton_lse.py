@@ -16,7 +16,7 @@ import torch
 
 import cl_plugins as clp
 from cl_plugins.extension import LogitMap, TritonMap, tl, triton_map
-from cl_plugins.kernels import dispatch, streaming, triton_jit, triton_lse, triton_pair
+from cl_plugins.kernels import dispatch, streaming, triton_bonded, triton_jit, triton_lse
 from tests.dist_utils import run_distributed, split
 from tests.kernels.test_streaming import LAYOUTS, STREAMABLE, _assert_same, _inputs, _run, negative_lse
 
@@ -28,7 +28,7 @@ def small_blocks(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     """16-row blocks (the smallest tl.dot takes): the 18 rows of a SimCLR block make two, the second ragged; counts
     the kernels' launches (one direction, both of a block and its transpose, or a block against itself)."""
     calls: list[int] = []
-    for function in (triton_lse._TritonNegativeLSE, triton_pair._TritonPairLSE, triton_pair._TritonSelfLSE):
+    for function in (triton_lse._TritonNegativeLSE, triton_bonded._TritonPairLSE, triton_bonded._TritonSelfLSE):
         original = function.apply
         monkeypatch.setattr(function, "apply", lambda *a, original=original: calls.append(1) or original(*a))
     with triton_lse.using(triton_lse.TritonConfig(block_a=16, block_m=16)):

@@ -15,7 +15,7 @@ from cl_plugins.integrations.evaluation.senteval.embedding_cache import (
     model_fingerprint,
     prune,
 )
-from cl_plugins.integrations.modalities.text.tiny import make_tiny_bert
+from cl_plugins.integrations.modalities.text.testing import make_tiny_bert
 
 SENTENCES = [
     "the man plays music .",

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from cl_plugins.integrations.modalities.text.tiny import make_tiny_bert
+from cl_plugins.integrations.modalities.text.testing import make_tiny_bert
 from tests import ROOT
 
 DOC = ROOT / "docs" / "frameworks.md"

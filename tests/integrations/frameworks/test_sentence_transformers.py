@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import cl_plugins as clp
-from cl_plugins.integrations.modalities.text.tiny import make_tiny_bert
+from cl_plugins.integrations.modalities.text.testing import make_tiny_bert
 
 pytest.importorskip("sentence_transformers")
 

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 import cl_plugins as clp
-from cl_plugins.integrations.modalities.text.tiny import make_tiny_bert
+from cl_plugins.integrations.modalities.text.testing import make_tiny_bert
 
 pytest.importorskip("transformers")
 pytest.importorskip("torch_geometric")

@@ -155,7 +155,7 @@ def test_hostile_command_line_inputs_get_one_line(data_root, tmp_path, capsys):
     import torch
 
     from cl_plugins.integrations.console import main
-    from cl_plugins.integrations.modalities.text.tiny import make_tiny_bert
+    from cl_plugins.integrations.modalities.text.testing import make_tiny_bert
     from tests.integrations.hosts.simcse.test_simcse_train import SENTENCES
 
     (tmp_path / "train.txt").write_text("\n".join(SENTENCES) + "\n")

@@ -226,7 +226,7 @@ def test_msc_given_another_architectures_backbone_says_so_in_one_line(tmp_path, 
 
 def test_mabel_eval_refuses_a_folder_without_a_trained_mlm_head(tmp_path, capsys):
     from cl_plugins.integrations.hosts.mabel.evaluate import main as mabel_eval
-    from cl_plugins.integrations.modalities.text.tiny import make_tiny_bert
+    from cl_plugins.integrations.modalities.text.testing import make_tiny_bert
 
     make_tiny_bert(tmp_path / "final")  # an encoder without MLM head, as SimCSE's final/ without --do_mlm
     with pytest.raises(SystemExit) as exit_info:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from cl_plugins.integrations.modalities.text.tiny import make_tiny_bert
+from cl_plugins.integrations.modalities.text.testing import make_tiny_bert
 from cl_plugins.integrations.runs import atomic, saved_model
 from tests import ROOT
 from tests.integrations.hosts.simcse.test_simcse_train import SENTENCES

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from cl_plugins.integrations.modalities.text.tiny import make_tiny_bert
+from cl_plugins.integrations.modalities.text.testing import make_tiny_bert
 from cl_plugins.integrations.runs import atomic, saved_model
 from tests import ROOT
 

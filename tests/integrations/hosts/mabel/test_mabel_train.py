@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from cl_plugins.integrations.hosts.mabel.data import augment_pairs, read_items, sick_items
 from cl_plugins.integrations.hosts.mabel.model import MabelModel, alignment_loss
-from cl_plugins.integrations.modalities.text.tiny import make_tiny_bert
+from cl_plugins.integrations.modalities.text.testing import make_tiny_bert
 from tests import ROOT
 from tests.dist_utils import failure_report, torchrun  # noqa: E402
 

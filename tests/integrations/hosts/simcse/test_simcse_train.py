@@ -15,7 +15,7 @@ pytest.importorskip("transformers")
 
 from cl_plugins.integrations.hosts.simcse.train import build_parser, config_from_args
 from cl_plugins.integrations.modalities.text.config import TrainConfig
-from cl_plugins.integrations.modalities.text.tiny import make_tiny_bert  # noqa: E402
+from cl_plugins.integrations.modalities.text.testing import make_tiny_bert  # noqa: E402
 from cl_plugins.integrations.modalities.text.trainer import train  # noqa: E402
 from tests import ROOT
 from tests.dist_utils import failure_report, torchrun  # noqa: E402

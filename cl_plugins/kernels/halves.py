@@ -49,7 +49,7 @@ def is_symmetric(exclude_cols: torch.Tensor | None, labels: BlockLabels | None) 
 class Symmetric:
     """The backend of a block of anchors against themselves by halves: bounded sums, symmetric exclusions."""
 
-    name = "symmetric"
+    name = "halves"
     may_fail = False
 
     def accepts(self, request: Request) -> bool:

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import cl_plugins as clp
-from cl_plugins.kernels import dispatch, streaming, symmetric
+from cl_plugins.kernels import dispatch, halves, streaming
 from cl_plugins.labels import BlockLabels, LabelPolicy
 from tests.kernels.test_streaming import STREAMABLE
 
@@ -20,7 +20,7 @@ N, D = 9, 6
 @pytest.fixture(params=["many-tiles", "one-tile"])
 def side(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     if request.param == "many-tiles":  # 4 x 4 tiles over an [18, 18] block: the last is a partial one
-        monkeypatch.setattr(symmetric, "tile_sizes", lambda rows, cols, device=None: (min(rows, 4), min(cols, 5)))
+        monkeypatch.setattr(halves, "tile_sizes", lambda rows, cols, device=None: (min(rows, 4), min(cols, 5)))
     return request.param
 
 
@@ -45,8 +45,8 @@ def _assert_same(a: tuple, b: tuple, rtol: float, atol: float) -> None:
 
 def _count_symmetric(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls: list[int] = []
-    original = symmetric._SymmetricNegativeLSE.apply
-    monkeypatch.setattr(symmetric._SymmetricNegativeLSE, "apply", lambda *a: calls.append(1) or original(*a))
+    original = halves._SymmetricNegativeLSE.apply
+    monkeypatch.setattr(halves._SymmetricNegativeLSE, "apply", lambda *a: calls.append(1) or original(*a))
     return calls
 
 
@@ -66,9 +66,9 @@ def test_symmetric_kernel_equals_dense_float64(name: str, options: dict, side: s
 
 @pytest.mark.parametrize("name", STREAMABLE)
 def test_symmetric_kernel_equals_plain_streaming_float32(name: str, side: str, monkeypatch) -> None:
-    halves = _run(name, "stream", torch.float32)
-    monkeypatch.setattr(symmetric, "is_symmetric", lambda *args: False)
-    _assert_same(halves, _run(name, "stream", torch.float32), rtol=1e-5, atol=1e-6)
+    by_halves = _run(name, "stream", torch.float32)
+    monkeypatch.setattr(halves, "is_symmetric", lambda *args: False)
+    _assert_same(by_halves, _run(name, "stream", torch.float32), rtol=1e-5, atol=1e-6)
 
 
 def test_auto_streams_by_halves_only_where_it_applies(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -112,9 +112,9 @@ def test_sums_fit_the_dtype() -> None:
 
 def test_exclusions_must_be_symmetric() -> None:
     pairs = torch.tensor([[1, 0], [0, 1], [3, 2], [2, 3]])  # (partner, self)
-    assert symmetric.is_symmetric(pairs, None)
-    assert not symmetric.is_symmetric(torch.tensor([[1, 0], [2, 1], [0, 2]]), None)  # 0 -> 1 but not 1 -> 0
+    assert halves.is_symmetric(pairs, None)
+    assert not halves.is_symmetric(torch.tensor([[1, 0], [2, 1], [0, 2]]), None)  # 0 -> 1 but not 1 -> 0
     y = torch.tensor([0, 1, 0, 1])
     policy = LabelPolicy("exclude")
-    assert symmetric.is_symmetric(pairs, BlockLabels(y, y.clone(), policy))
-    assert not symmetric.is_symmetric(pairs, BlockLabels(y, y.flip(0), policy))
+    assert halves.is_symmetric(pairs, BlockLabels(y, y.clone(), policy))
+    assert not halves.is_symmetric(pairs, BlockLabels(y, y.flip(0), policy))

@@ -1,5 +1,5 @@
 """Both CLIP directions from one Triton backward, and SimCLR's block from one backward kernel
-(``cl_plugins.kernels.triton_pair``), under Triton's interpreter: the same losses and gradients as the dense path
+(``cl_plugins.kernels.triton_bonded``), under Triton's interpreter: the same losses and gradients as the dense path
 and as the directions apart, taken only where a block is its own or its bonded block's transpose with the same map
 and scale."""
 
@@ -14,7 +14,7 @@ import torch
 import cl_plugins as clp
 from cl_plugins import layouts
 from cl_plugins.extension import LazyLogits
-from cl_plugins.kernels import lazy, streaming, triton_lse, triton_pair
+from cl_plugins.kernels import lazy, streaming, triton_bonded, triton_lse
 from cl_plugins.kernels.contract import Bond, KernelChoice
 from tests.kernels.test_streaming import STREAMABLE, negative_lse
 
@@ -26,8 +26,8 @@ OWN = [(n, layout) for n in STREAMABLE for layout in ("simclr", "grace") if layo
 def launches(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, int]]:
     """16-row blocks; counts the one-direction and the two-direction launches."""
     counts = {"one": 0, "two": 0, "own": 0}
-    for key, function in (("one", triton_lse._TritonNegativeLSE), ("two", triton_pair._TritonPairLSE),
-                          ("own", triton_pair._TritonSelfLSE)):  # fmt: skip
+    for key, function in (("one", triton_lse._TritonNegativeLSE), ("two", triton_bonded._TritonPairLSE),
+                          ("own", triton_bonded._TritonSelfLSE)):  # fmt: skip
         original = function.apply
 
         def counted(*args, key=key, original=original):  # type: ignore[no-untyped-def]
@@ -79,7 +79,7 @@ def test_a_block_against_itself_from_one_backward_kernel(name: str, layout: str,
 def test_a_block_against_itself_with_unsymmetric_exclusions_runs_apart(launches: dict) -> None:
     u = torch.nn.functional.normalize(torch.randn(20, 8), dim=1).requires_grad_()
     exclude = ((torch.arange(20) + 1) % 20)[:, None]  # row i excludes i + 1, which does not exclude i
-    assert negative_lse(triton_pair.SELF, u, u, exclude, scale=5.0) is None
+    assert negative_lse(triton_bonded.SELF, u, u, exclude, scale=5.0) is None
     ours = LazyLogits(u, u, kernel=KernelChoice("triton")).__truediv__(0.2).negative_lse(exclude)[0]
     assert launches == {"one": 1, "two": 0, "own": 0}
     reference = negative_lse(streaming.BACKEND, u * 5.0, u, exclude)[0]
@@ -128,7 +128,7 @@ def test_a_failing_backward_takes_the_streaming_kernels_gradients(layout: str, t
     def broken(*args, **kwargs):  # type: ignore[no-untyped-def]
         raise RuntimeError("out of resource: shared memory")
 
-    monkeypatch.setattr(triton_pair, target, broken)
+    monkeypatch.setattr(triton_bonded, target, broken)
     with pytest.warns(RuntimeWarning, match="the triton kernel failed"):
         ours = _loss_and_grads("learnable", "triton", torch.float32, layout=layout)
     for x, y in zip(ours, reference, strict=True):  # the temperature's gradient too
