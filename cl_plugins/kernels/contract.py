@@ -226,13 +226,13 @@ class PairNetwork:
 @dataclass(frozen=True)
 class KernelChoice:
     """What a loss chose for a block (:func:`cl_plugins.kernels.dispatch.choose`): ``name`` is ``"dense"``
-    (autograd on the [A, M] matrix), ``"fused"`` (one buffer), ``"stream"`` (tiles) or ``"triton"``; ``symmetric``:
+    (autograd on the [A, M] matrix), ``"fused"`` (one buffer), ``"stream"`` (tiles) or ``"triton"``; ``halves``:
     a fused block of anchors against themselves streams by halves where that applies; ``features``: the dtype of
     the features the unit rows came from (a half one takes half products on Triton); ``health``: the loss's record
     of failed backends."""
 
     name: str
-    symmetric: bool = False
+    halves: bool = False
     features: torch.dtype = torch.float32
     health: KernelHealth = field(default_factory=KernelHealth, compare=False, repr=False)
 

@@ -24,9 +24,9 @@ KERNELS = ("auto", "dense", "fused", "stream", "triton")
 #: SimCLR layout); below, the one-buffer kernel is a few percent faster on CPU (docs/benchmarks.md)
 STREAM_FROM_ELEMENTS = 1 << 28
 #: on the CPU, ``kernel="auto"`` runs a block of anchors against themselves (SimCLR's within one process) on the
-#: symmetric streaming kernel from this many entries on, where it applies: measured faster than the one-buffer kernel
+#: streaming kernel by halves from this many entries on, where it applies: measured faster than the one-buffer kernel
 #: from N = 2048 (a [4096, 4096] block; docs/benchmarks.md)
-SYMMETRIC_STREAM_FROM_ELEMENTS = 1 << 24
+HALVES_FROM_ELEMENTS = 1 << 24
 #: on a GPU, ``kernel="auto"`` runs the dense path below this many entries; the one-buffer kernel is 3 to 15 times
 #: slower than both there (H100, docs/gpu.md: at N = 16384 in CLIP's layout, dense 30 ms, streaming 26 ms with a
 #: sixth of the memory, fused 110 to 1100 ms; at N = 4096, dense 3.7 ms, streaming 6 ms)
@@ -72,8 +72,8 @@ def choose(requested: str, rows: torch.Tensor, size: int, lazy: bool = True, *,
     if requested != "auto":
         return KernelChoice(requested, features=features, health=health)
     name = auto(rows, size, features)
-    symmetric = name == "fused" and size >= SYMMETRIC_STREAM_FROM_ELEMENTS
-    return KernelChoice(name, symmetric=symmetric, features=features, health=health)
+    by_halves = name == "fused" and size >= HALVES_FROM_ELEMENTS
+    return KernelChoice(name, halves=by_halves, features=features, health=health)
 
 
 def backends(request: Request) -> list[Backend]:
@@ -88,7 +88,7 @@ def backends(request: Request) -> list[Backend]:
         return [triton_bonded.SELF, triton_bonded.PAIR, triton_lse.BACKEND,
                 *([] if request.fusable else [halves.BACKEND]), streaming.BACKEND]  # fmt: skip
     if choice.name == "fused":
-        order = [halves.BACKEND, fused.BACKEND] if choice.symmetric else [fused.BACKEND, halves.BACKEND]
+        order = [halves.BACKEND, fused.BACKEND] if choice.halves else [fused.BACKEND, halves.BACKEND]
         return [*order, streaming.BACKEND]
     return [halves.BACKEND, streaming.BACKEND]
 

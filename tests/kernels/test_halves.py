@@ -73,7 +73,7 @@ def test_symmetric_kernel_equals_plain_streaming_float32(name: str, side: str, m
 
 def test_auto_streams_by_halves_only_where_it_applies(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = _count_symmetric(monkeypatch)
-    monkeypatch.setattr(dispatch, "SYMMETRIC_STREAM_FROM_ELEMENTS", 1)
+    monkeypatch.setattr(dispatch, "HALVES_FROM_ELEMENTS", 1)
     z1, z2 = torch.randn(N, D), torch.randn(N, D)
     clp.build_loss("infonce")(z1, z2)
     assert len(calls) == 1
@@ -81,7 +81,7 @@ def test_auto_streams_by_halves_only_where_it_applies(monkeypatch: pytest.Monkey
     clp.build_loss("infonce", tau=0.001)(z1, z2)  # logits up to 1000: sums keep a running maximum
     clp.build_loss("infonce", kernel="fused")(z1, z2)  # asked for
     assert len(calls) == 1
-    monkeypatch.setattr(dispatch, "SYMMETRIC_STREAM_FROM_ELEMENTS", 10**9)
+    monkeypatch.setattr(dispatch, "HALVES_FROM_ELEMENTS", 10**9)
     clp.build_loss("infonce")(z1, z2)  # small blocks: the one-buffer kernel
     assert len(calls) == 1
 
