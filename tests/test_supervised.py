@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import cl_plugins as clp
-from cl_plugins.kernels import fused, pairs, streaming
+from cl_plugins.kernels import fused, listed_cosines, streaming
 from cl_plugins.labels import LabelPolicy, Labels
 from tests import reference as ref
 from tests.test_reference import LABELS, LAYOUTS, QUEUE_LABELS, STRATEGIES, _inputs, _reference, _registry_name
@@ -27,7 +27,7 @@ def many_tiles(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tiles of 2 x 3, fused chunks of one row, pair chunks of 4: every kernel crosses many boundaries."""
     monkeypatch.setattr(streaming, "tile_sizes", lambda rows, cols, device=None: (min(rows, 2), min(cols, 3)))
     monkeypatch.setattr(fused, "CHUNK_ELEMENTS", 1)
-    monkeypatch.setattr(pairs, "CHUNK_PAIRS", 4)
+    monkeypatch.setattr(listed_cosines, "CHUNK_PAIRS", 4)
 
 
 def _ours(key: str, layout: str, extra: dict, kernel: str, form: str, inputs=None):  # type: ignore[no-untyped-def]

@@ -1,0 +1,122 @@
+"""The loss at the batch sizes users train with, eager and compiled, beside the hand-written loss: one table.
+
+Per layout (SimCLR's; CLIP's, both directions) and N, forward + backward of InfoNCE (or ``--strategies``) at τ 0.1:
+ours eager and ``torch.compile(loss)``, the hand-written ``F.cross_entropy`` of the same layout eager and compiled,
+open_clip's ``ClipLoss`` in CLIP's layout (the pinned upstream file), the ratios ours / hand-written, and per call
+(eager) the host syncs (``aten::_local_scalar_dense``: a ``bool()``, ``float()`` or ``.item()`` of a tensor, which on
+a GPU waits for every queued kernel) and the aten operations (each a kernel launch on a GPU), from the profiler.
+Times are medians of interleaved runs after a warm-up (compilation included there), on ``--threads`` threads.
+
+Usage::
+
+    python benchmarks/compiled_step.py                            # N 64 ... 4096, D 128, one thread
+    python benchmarks/compiled_step.py --sizes 64 256 --output docs/benchmarks.md --append
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import platform
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import cl_plugins as clp  # noqa: E402
+from benchmarks.loss_speed import TAU, inputs, open_clip_loss, plain_clip, plain_simclr, time_cases  # noqa: E402
+
+Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+#: layout -> (our layout arguments, the hand-written loss of that layout)
+LAYOUTS: dict[str, tuple[dict, Loss]] = {
+    "SimCLR": ({"layout": "simclr"}, plain_simclr),
+    "CLIP": ({"layout": "cross_view", "symmetric": True}, plain_clip),
+}
+
+
+def counts(fn: Loss, z1: torch.Tensor, z2: torch.Tensor) -> tuple[int, int]:
+    """(host syncs, aten operations) of one forward + backward of ``fn``."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        fn(z1, z2).backward()
+    names = [e.name for e in prof.events()]
+    return names.count("aten::_local_scalar_dense"), sum(name.startswith("aten::") for name in names)
+
+
+def cases(strategy: str, layout: str) -> dict[str, Loss]:
+    """The timed callables of one strategy in one layout (eager and compiled, ours and hand-written)."""
+    arguments, plain = LAYOUTS[layout]
+    ours = clp.build_host_loss(strategy, host_tau=TAU, feature_dim=128, **arguments)
+    found = {"ours": ours, "ours compiled": torch.compile(ours), "hand-written": plain,
+             "hand-written compiled": torch.compile(plain)}  # fmt: skip
+    clip = open_clip_loss() if layout == "CLIP" else None
+    if clip is not None:
+        found["open_clip ClipLoss"] = clip
+    return found
+
+
+def measure(strategy: str, layout: str, n: int, dim: int, repeats: int) -> dict:
+    fns = cases(strategy, layout)
+    times = time_cases(fns, n, dim, "cpu", repeats)
+    z1, z2 = inputs(n, dim, "cpu")
+    syncs, ops = counts(fns["ours"], z1, z2)
+    plain_syncs, plain_ops = counts(fns["hand-written"], z1, z2)
+    return {"strategy": strategy, "layout": layout, "n": n, "times": times, "syncs": syncs, "ops": ops,
+            "plain_syncs": plain_syncs, "plain_ops": plain_ops}  # fmt: skip
+
+
+def row(r: dict) -> str:
+    t = {k: v * 1e3 for k, v in r["times"].items()}
+    clip = f"{t['open_clip ClipLoss']:.3f}" if "open_clip ClipLoss" in t else "–"
+    eager, compiled = t["ours"] / t["hand-written"], t["ours compiled"] / t["hand-written compiled"]
+    return (f"| {r['strategy']} | {r['layout']} | {r['n']:,} | {t['ours']:.3f} | {t['ours compiled']:.3f} | "
+            f"{t['hand-written']:.3f} | {t['hand-written compiled']:.3f} | {clip} | {eager:.2f} | {compiled:.2f} | "
+            f"{r['syncs']} / {r['plain_syncs']} | {r['ops']} / {r['plain_ops']} |")  # fmt: skip
+
+
+def table(results: list[dict], args: argparse.Namespace) -> str:
+    head = (f"### The loss at small batches, eager and compiled ({datetime.date.today()}, "
+            f"{platform.processor() or platform.machine()}, {args.threads} thread(s), torch {torch.__version__}, "
+            f"D {args.dim}, fp32, forward + backward, ms)\n\n"
+            "| strategy | layout | N | ours | ours compiled | hand-written | hand-written compiled | open_clip | "
+            "eager ratio | compiled ratio | syncs (ours / hand) | aten ops (ours / hand) |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|")  # fmt: skip
+    return "\n".join([head, *(row(r) for r in results)]) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[64, 256, 1024, 4096], help="batch sizes N")
+    parser.add_argument("--dim", type=int, default=128, help="feature width D (default: 128)")
+    parser.add_argument("--strategies", nargs="+", default=["infonce"], help="registry names (default: infonce)")
+    parser.add_argument("--layouts", nargs="+", default=list(LAYOUTS), choices=list(LAYOUTS), help="pair layouts")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default: 1, a quiet CPU)")
+    parser.add_argument("--repeats", type=int, default=11, help="interleaved timed runs, at least (default: 11)")
+    parser.add_argument("--output", default="", help="write the table to this file (default: print it)")
+    parser.add_argument("--append", action="store_true", help="append to --output instead of replacing it")
+    args = parser.parse_args()
+    unknown = sorted(set(args.strategies) - set(clp.available_losses()))
+    if unknown:
+        parser.error(f"--strategies {' '.join(unknown)}: not in the registry ({', '.join(clp.available_losses())})")
+    torch.set_num_threads(args.threads)
+    results = []
+    for strategy in args.strategies:
+        for layout in args.layouts:
+            for n in args.sizes:
+                results.append(measure(strategy, layout, n, args.dim, args.repeats))
+                print(row(results[-1]), flush=True)
+    text = table(results, args)
+    if not args.output:
+        print(text)
+        return
+    with open(args.output, "a" if args.append else "w", encoding="utf-8") as f:
+        f.write("\n" + text if args.append else text)
+
+
+if __name__ == "__main__":
+    main()
