@@ -68,10 +68,11 @@ def test_no_host_imports_another_and_only_hosts_import_hosts():
 
 def test_the_integrations_are_sorted_by_role():
     """From paths alone: hosts, framework adapters, evaluation harnesses, the run core, the data layer and the
-    modules several hosts share, each a package of its own (and the console beside them)."""
+    modules several hosts share, each a package of its own; beside them the console, the command-line helpers and
+    the patch kit (the layers below every package, ``tests/test_layout.py``)."""
     package = ROOT / "cl_plugins" / "integrations"
     folders = {p.name for p in package.iterdir() if p.is_dir() and p.name != "__pycache__"}
     assert folders == {"hosts", "frameworks", "evaluation", "runs", "data", "modalities"}
-    assert {p.name for p in package.glob("*.py")} == {"__init__.py", "console.py"}
+    assert {p.name for p in package.glob("*.py")} == {"__init__.py", "console.py", "command_line.py", "patching.py"}
     for folder in folders:
         assert (package / folder / "__init__.py").read_text().startswith('"""'), f"{folder}/ says what it holds"
