@@ -9,38 +9,35 @@ else, whichever way it is read afterwards.
 
 from __future__ import annotations
 
-import pickle
 from pathlib import Path
 from typing import Any
 
+from cl_plugins.integrations.data import allow_list
+
+
+def _csr_matrix() -> Any:
+    import scipy.sparse  # scipy.sparse.csr, the module the files name, is deprecated (a warning) and will go
+
+    return scipy.sparse.csr_matrix
+
+
 #: the only globals a Planetoid file may name: what NumPy, SciPy (its old and new module names) and Python 2's
 #: pickles of them refer to
-ALLOWED = frozenset({
-    ("numpy", "ndarray"), ("numpy", "dtype"), ("numpy.core.multiarray", "_reconstruct"),
-    ("numpy._core.multiarray", "_reconstruct"), ("scipy.sparse.csr", "csr_matrix"),
-    ("scipy.sparse._csr", "csr_matrix"), ("collections", "defaultdict"), ("__builtin__", "list"),
-    ("builtins", "list"),
-})  # fmt: skip
+ALLOWED: allow_list.Allowed = {
+    **dict.fromkeys([("numpy", "ndarray"), ("numpy", "dtype"), ("numpy.core.multiarray", "_reconstruct"),
+                     ("numpy._core.multiarray", "_reconstruct"), ("collections", "defaultdict"),
+                     ("__builtin__", "list"), ("builtins", "list")]),
+    ("scipy.sparse.csr", "csr_matrix"): _csr_matrix, ("scipy.sparse._csr", "csr_matrix"): _csr_matrix,
+}  # fmt: skip
+
 #: what each file holds: sparse (feature) matrices, dense (label) arrays, the adjacency dict
 KINDS = {"x": "matrix", "tx": "matrix", "allx": "matrix", "y": "array", "ty": "array", "ally": "array",
          "graph": "graph"}  # fmt: skip
 
 
-class _AllowList(pickle.Unpickler):
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) not in ALLOWED:
-            raise pickle.UnpicklingError(f"it names {module}.{name}, which a Planetoid file never does")
-        if name == "csr_matrix":  # scipy.sparse.csr is deprecated (a warning) and will go: the class itself
-            import scipy.sparse
-
-            return scipy.sparse.csr_matrix
-        return super().find_class(module, name)
-
-
 def load(path: Path) -> Any:
     """The object a Planetoid file holds, built from allowed classes only (``UnpicklingError`` otherwise)."""
-    with path.open("rb") as f:
-        return _AllowList(f, encoding="latin1").load()
+    return allow_list.load(path, ALLOWED, "a Planetoid file never does", encoding="latin1")
 
 
 def check(raw: Path, name: str) -> None:

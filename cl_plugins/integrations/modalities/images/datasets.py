@@ -20,7 +20,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
-import pickle
 import tarfile
 import zlib
 from collections.abc import Mapping
@@ -30,6 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from cl_plugins.integrations.data import allow_list
 from cl_plugins.integrations.data.paths import ENV, cache_dir, data_root
 from cl_plugins.integrations.modalities.images.checksums import CIFAR_MD5
 from cl_plugins.integrations.runs import atomic
@@ -56,17 +56,9 @@ def _check_split(split: str) -> None:
         raise ValueError(f"split must be 'train' or 'test', got {split!r}")
 
 
-class _BatchUnpickler(pickle.Unpickler):
-    """Unpickles only what a CIFAR-10 batch holds (a dict of bytes, lists, ints and one uint8 array): any other
-    class or function a file names is refused before it is called, so a crafted batch cannot run code."""
-
-    ALLOWED = frozenset({("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
-                         ("numpy", "ndarray"), ("numpy", "dtype"), ("_codecs", "encode")})  # fmt: skip
-
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) not in self.ALLOWED:
-            raise pickle.UnpicklingError(f"it names {module}.{name}, which a CIFAR-10 batch never holds")
-        return super().find_class(module, name)
+#: the globals a CIFAR-10 batch names (a dict of bytes, lists, ints and one uint8 array)
+BATCH_GLOBALS = dict.fromkeys([("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+                               ("numpy", "ndarray"), ("numpy", "dtype"), ("_codecs", "encode")])  # fmt: skip
 
 
 def _read_batch(path: Path, md5: str | None) -> dict[bytes, Any]:
@@ -82,8 +74,7 @@ def _read_batch(path: Path, md5: str | None) -> dict[bytes, Any]:
                              "damaged or replaced file, never unpickled; download CIFAR-10 again (cl-plugins data "
                              "download cifar10)")  # fmt: skip
     try:
-        with path.open("rb") as f:
-            batch = _BatchUnpickler(f, encoding="bytes").load()
+        batch = allow_list.load(path, BATCH_GLOBALS, "a CIFAR-10 batch never holds", encoding="bytes")
         data, labels = batch[b"data"], batch[b"labels"]
     except Exception as exc:  # a refused class, a truncated file (EOFError), anything but the format's dict
         raise ValueError(f"{path} is not a readable CIFAR-10 batch ({type(exc).__name__}: {atomic.first_line(exc)})"
