@@ -30,14 +30,15 @@ C = TypeVar("C", bound=Callable[..., Any])
 _FLAG_TYPES = {"bool": False, "bool|None": True, "None|bool": True}
 
 
+def flag_kind(parameter: inspect.Parameter) -> bool | None:
+    """Whether ``parameter`` is annotated ``bool`` (False), ``bool | None`` (True: None allowed), or neither (None)."""
+    return _FLAG_TYPES.get(str(parameter.annotation).replace(" ", "").replace("<class'bool'>", "bool"))
+
+
 def flag_parameters(fn: Callable[..., Any]) -> dict[str, bool]:
-    """The parameters of ``fn`` annotated ``bool`` (False) or ``bool | None`` (True: None allowed)."""
-    found = {}
-    for p in inspect.signature(fn).parameters.values():
-        kind = str(p.annotation).replace(" ", "").replace("<class'bool'>", "bool")
-        if kind in _FLAG_TYPES:
-            found[p.name] = _FLAG_TYPES[kind]
-    return found
+    """The boolean parameters of ``fn``, each with whether it also takes None (:func:`flag_kind`)."""
+    kinds = {p.name: flag_kind(p) for p in inspect.signature(fn).parameters.values()}
+    return {name: optional for name, optional in kinds.items() if optional is not None}
 
 
 def strict_flags(obj: C) -> C:

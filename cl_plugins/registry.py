@@ -16,6 +16,8 @@ import pkgutil
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .arguments import flag_kind
+
 if TYPE_CHECKING:
     from torch import nn
 
@@ -87,7 +89,7 @@ def accepted_arguments(cls: type[nn.Module]) -> list[str]:
 def flag_arguments(cls: type[nn.Module]) -> list[str]:
     """The boolean keyword arguments of a registered loss (annotated ``bool`` or ``bool | None``): each takes True
     or False only (:func:`cl_plugins.validation.check_flag`)."""
-    return [p.name for p in _init_parameters(cls) if str(p.annotation).replace(" ", "") in ("bool", "bool|None")]
+    return [p.name for p in _init_parameters(cls) if flag_kind(p) is not None]
 
 
 def build_loss(name: str, **kwargs: Any) -> nn.Module:
