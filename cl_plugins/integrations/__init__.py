@@ -19,8 +19,6 @@ from __future__ import annotations
 import ast
 import functools
 import importlib
-import importlib.util
-from pathlib import Path
 from typing import Any
 
 from cl_plugins.integrations import hosts as _hosts  # noqa: F401 - declares every host's datasets into the catalogue
@@ -31,10 +29,9 @@ FRAMEWORKS = ("hf_trainer", "lightning", "open_clip", "sentence_transformers")
 
 def _declared_all(module: str) -> list[str] | None:
     """A module's ``__all__``, read from its source without importing it (None: it declares none)."""
-    spec = importlib.util.find_spec(module)
-    if spec is None or spec.origin is None:
-        return None
-    for node in ast.parse(Path(spec.origin).read_text(encoding="utf-8")).body:
+    from cl_plugins.integrations.command_line import module_tree
+
+    for node in module_tree(module).body:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
             return list(ast.literal_eval(node.value))
     return None

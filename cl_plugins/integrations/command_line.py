@@ -197,12 +197,17 @@ def dataclass_parser(config_cls: type, description: str | None,
     return add_dataclass_arguments(new_parser(description), config_cls, defaults)
 
 
-def module_doc(module: str) -> str | None:
-    """A module's docstring (as its ``__doc__``), read from its file without importing it or what it imports."""
+def module_tree(module: str) -> ast.Module:
+    """A module's source, parsed, without importing it or what it imports."""
     spec = importlib.util.find_spec(module)
     if spec is None or spec.origin is None:
         raise ValueError(f"no module {module!r}")
-    return ast.get_docstring(ast.parse(Path(spec.origin).read_text(encoding="utf-8")), clean=False)
+    return ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+
+
+def module_doc(module: str) -> str | None:
+    """A module's docstring (as its ``__doc__``), read from its file without importing it or what it imports."""
+    return ast.get_docstring(module_tree(module), clean=False)
 
 
 def command_line(line: str, module: str) -> argparse.ArgumentParser:
