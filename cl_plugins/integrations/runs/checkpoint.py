@@ -66,10 +66,13 @@ class Contents:
     def model_files(self) -> list[str]:
         return ["model.safetensors" if i == 0 else f"model_{i}.safetensors" for i in range(len(self.models))]
 
-    def files(self, world_size: int) -> set[str]:
-        """Every file a checkpoint of this run holds."""
-        stems = [STATE, *(random_states.stem(Path(), r).name for r in range(world_size))]
-        return {*self.model_files(), *(f"{s}.{ext}" for s in stems for ext in ("json", "safetensors"))}
+    def files(self, identity: Identity, step: int) -> dict[str, dict[str, str]]:
+        """Every file the checkpoint of this run at ``step`` holds, with the identity it carries."""
+        shared = identity.at(step)
+        stems = {STATE: shared} | {random_states.stem(Path(), r).name: identity.at(step, r)
+                                   for r in range(identity.world_size)}  # fmt: skip
+        return {**dict.fromkeys(self.model_files(), shared),
+                **{f"{stem}.{ext}": carried for stem, carried in stems.items() for ext in ("json", "safetensors")}}
 
 
 def step_of(path: Path) -> int:
@@ -113,20 +116,17 @@ def pickles(path: Path) -> list[str]:
 def problem(path: Path, contents: Contents, identity: Identity) -> str | None:
     """Why checkpoint ``path`` is not this run's, in a few words naming the file; None when every file is."""
     found = {p.relative_to(path).as_posix() for p in path.rglob("*") if p.is_file() and p.name != MARKER}
-    needed = contents.files(identity.world_size)
+    needed = contents.files(identity, step_of(path))
     written_by = _world_size(path / contents.model_files()[0])
     if written_by not in (None, identity.world_size):
         return (f"it was written by {written_by} processes and this run has {identity.world_size}; resume with "
                 f"{written_by} (accelerate launch --num_processes {written_by})")
-    for name in sorted(needed - found):
+    for name in sorted(needed.keys() - found):
         return f"{name} is missing"
-    for name in sorted(found - needed):
+    for name in sorted(found - needed.keys()):
         return f"{name} does not belong in a checkpoint of this run"
-    step = step_of(path)
     try:
-        for name in sorted(needed):
-            rank = int(name.rsplit("_", 1)[1].split(".")[0]) if name.startswith(random_states.PREFIX) else None
-            expected = identity.at(step, rank)
+        for name, expected in sorted(needed.items()):
             carried = {k: v for k, v in plain_state.identity_of(path / name).items() if k in expected}
             if carried != expected:
                 return f"{name} belongs to {_describe(carried)}, not to this checkpoint ({_describe(expected)})"
