@@ -50,11 +50,14 @@ def test_plain_state_refuses_a_structure_it_does_not_write(tmp_path, state):
 
 
 class TwoViews(torch.nn.Module):
-    def __init__(self) -> None:
+    """A linear encoder of a view and its flip, whose forward returns the strategy's loss (what ``fit`` trains)."""
+
+    def __init__(self, loss: str = "learnable", **loss_args: float) -> None:
         import cl_plugins as clp
 
         super().__init__()
-        self.encoder, self.loss_fn = torch.nn.Linear(4, 4), clp.build_loss("learnable", init_tau=0.2)
+        self.encoder = torch.nn.Linear(4, 4)
+        self.loss_fn = clp.build_loss(loss, **(loss_args or {"init_tau": 0.2}))
 
     def forward(self, batch: list[torch.Tensor]) -> torch.Tensor:
         return self.loss_fn(self.encoder(batch[0]), self.encoder(batch[0].flip(1)))

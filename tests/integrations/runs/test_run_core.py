@@ -128,20 +128,12 @@ def test_the_loop_refuses_a_resume_that_changes_its_schedules_length(tmp_path):
     from accelerate import Accelerator
     from torch.utils.data import DataLoader, TensorDataset
 
-    import cl_plugins as clp
     from cl_plugins.integrations.runs.training import Plan, Run, fit
-
-    class TwoViews(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.encoder, self.loss_fn = torch.nn.Linear(4, 4), clp.build_loss("infonce", tau=0.2)
-
-        def forward(self, batch: list[torch.Tensor]) -> torch.Tensor:
-            return self.loss_fn(self.encoder(batch[0]), self.encoder(batch[0].flip(1)))
+    from tests.integrations.runs.test_checkpoint import TwoViews
 
     def train(epochs: int, resume: bool = False) -> None:
         torch.manual_seed(0)
-        model = TwoViews()
+        model = TwoViews("infonce", tau=0.2)
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
         def cosine(o, total):
             return torch.optim.lr_scheduler.LambdaLR(o, lambda s: 1 - s / total)
