@@ -48,22 +48,26 @@ def counts(fn: Loss, z1: torch.Tensor, z2: torch.Tensor) -> tuple[int, int]:
     return names.count("aten::_local_scalar_dense"), sum(name.startswith("aten::") for name in names)
 
 
-def cases(strategy: str, layout: str) -> dict[str, Loss]:
-    """The timed callables of one strategy in one layout (eager and compiled, ours and hand-written)."""
+def cases(strategy: str, layout: str, device: str) -> dict[str, Loss]:
+    """The timed callables of one strategy in one layout (eager and compiled, ours and hand-written; on a GPU
+    also compiled with CUDA graphs, ``mode="reduce-overhead"``)."""
     arguments, plain = LAYOUTS[layout]
-    ours = clp.build_host_loss(strategy, host_tau=TAU, feature_dim=128, **arguments)
+    ours = clp.build_host_loss(strategy, host_tau=TAU, feature_dim=128, **arguments).to(device)
     found = {"ours": ours, "ours compiled": torch.compile(ours), "hand-written": plain,
              "hand-written compiled": torch.compile(plain)}  # fmt: skip
+    if device.startswith("cuda"):
+        found["ours graphs"] = torch.compile(ours, mode="reduce-overhead")
+        found["hand-written graphs"] = torch.compile(plain, mode="reduce-overhead")
     clip = open_clip_loss() if layout == "CLIP" else None
     if clip is not None:
         found["open_clip ClipLoss"] = clip
     return found
 
 
-def measure(strategy: str, layout: str, n: int, dim: int, repeats: int) -> dict:
-    fns = cases(strategy, layout)
-    times = time_cases(fns, n, dim, "cpu", repeats)
-    z1, z2 = inputs(n, dim, "cpu")
+def measure(strategy: str, layout: str, n: int, dim: int, repeats: int, device: str = "cpu") -> dict:
+    fns = cases(strategy, layout, device)
+    times = time_cases(fns, n, dim, device, repeats)
+    z1, z2 = inputs(n, dim, device)
     syncs, ops = counts(fns["ours"], z1, z2)
     plain_syncs, plain_ops = counts(fns["hand-written"], z1, z2)
     return {"strategy": strategy, "layout": layout, "n": n, "times": times, "syncs": syncs, "ops": ops,
@@ -74,18 +78,23 @@ def row(r: dict) -> str:
     t = {k: v * 1e3 for k, v in r["times"].items()}
     clip = f"{t['open_clip ClipLoss']:.3f}" if "open_clip ClipLoss" in t else "–"
     eager, compiled = t["ours"] / t["hand-written"], t["ours compiled"] / t["hand-written compiled"]
+    graphs = (f" {t['ours graphs']:.3f} | {t['hand-written graphs']:.3f} | "
+              f"{t['ours graphs'] / t['hand-written graphs']:.2f} |") if "ours graphs" in t else ""  # fmt: skip
     return (f"| {r['strategy']} | {r['layout']} | {r['n']:,} | {t['ours']:.3f} | {t['ours compiled']:.3f} | "
             f"{t['hand-written']:.3f} | {t['hand-written compiled']:.3f} | {clip} | {eager:.2f} | {compiled:.2f} | "
-            f"{r['syncs']} / {r['plain_syncs']} | {r['ops']} / {r['plain_ops']} |")  # fmt: skip
+            f"{r['syncs']} / {r['plain_syncs']} | {r['ops']} / {r['plain_ops']} |{graphs}")  # fmt: skip
 
 
 def table(results: list[dict], args: argparse.Namespace) -> str:
-    head = (f"### The loss at small batches, eager and compiled ({datetime.date.today()}, "
-            f"{platform.processor() or platform.machine()}, {args.threads} thread(s), torch {torch.__version__}, "
-            f"D {args.dim}, fp32, forward + backward, ms)\n\n"
+    gpu = args.device.startswith("cuda")
+    cpu = f"{platform.processor() or platform.machine()}, {args.threads} thread(s)"
+    where = torch.cuda.get_device_name() if gpu else cpu
+    head = (f"### The loss at small batches, eager and compiled ({datetime.date.today()}, {where}, "
+            f"torch {torch.__version__}, D {args.dim}, fp32, forward + backward, ms)\n\n"
             "| strategy | layout | N | ours | ours compiled | hand-written | hand-written compiled | open_clip | "
-            "eager ratio | compiled ratio | syncs (ours / hand) | aten ops (ours / hand) |\n"
-            "|---|---|---|---|---|---|---|---|---|---|---|---|")  # fmt: skip
+            "eager ratio | compiled ratio | syncs (ours / hand) | aten ops (ours / hand) |"
+            + (" ours CUDA graphs | hand-written CUDA graphs | graphs ratio |" if gpu else "")
+            + "\n|" + "---|" * (15 if gpu else 12))  # fmt: skip
     return "\n".join([head, *(row(r) for r in results)]) + "\n"
 
 
@@ -95,6 +104,7 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=128, help="feature width D (default: 128)")
     parser.add_argument("--strategies", nargs="+", default=["infonce"], help="registry names (default: infonce)")
     parser.add_argument("--layouts", nargs="+", default=list(LAYOUTS), choices=list(LAYOUTS), help="pair layouts")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (cuda adds CUDA-graph columns; default: cpu)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default: 1, a quiet CPU)")
     parser.add_argument("--repeats", type=int, default=11, help="interleaved timed runs, at least (default: 11)")
     parser.add_argument("--output", default="", help="write the table to this file (default: print it)")
@@ -108,7 +118,7 @@ def main() -> None:
     for strategy in args.strategies:
         for layout in args.layouts:
             for n in args.sizes:
-                results.append(measure(strategy, layout, n, args.dim, args.repeats))
+                results.append(measure(strategy, layout, n, args.dim, args.repeats, args.device))
                 print(row(results[-1]), flush=True)
     text = table(results, args)
     if not args.output:

@@ -104,7 +104,7 @@ class PairBlock:
     @property
     def size(self) -> int:
         """Entries of the block's [A, M] logit matrix."""
-        return self.anchors.shape[0] * (self.candidates.shape[0] + (self.positives is not None))
+        return self.anchors.shape[0] * (self.candidates.shape[0] + int(self.positives is not None))
 
     def cosine(self) -> torch.Tensor:
         """Cosine similarities [A, M] in float32 (float64 for float64 inputs), also under autocast."""
