@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import functools
 import inspect
-import zlib
 from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
 import torch
 from torch import nn
 
+from .deferred import DeferredChecks
 from .distributed import ProcessesDisagree, all_reduce_sum, is_distributed, refuse_on_every_rank, world_size
 from .extension import LazyLogits, LogitMap, Pairs, softplus
 from .kernels.contract import KernelChoice, KernelHealth
@@ -146,13 +146,13 @@ class ContrastiveLoss(nn.Module):
         self.decoupled = self.default_decoupled if decoupled is None else check_flag("decoupled", decoupled)
         self.reduction = check_choice("reduction", reduction, REDUCTIONS)
         if not isinstance(hard_negative_weight, (int, float)):
-            raise ArgumentTypeError(
-                f"hard_negative_weight must be a number, got {type(hard_negative_weight).__name__}"
-            )
+            raise ArgumentTypeError(f"hard_negative_weight must be a number, got {type(hard_negative_weight).__name__}")
         self.hard_negative_weight = check_range("hard_negative_weight", hard_negative_weight, -1e4, 1e4)
         if self.hard_negative_weight != 0.0 and self.layout != "cross_view":
-            raise ValueError(f"hard_negative_weight is the bias of SimCSE's hard negatives (layout='cross_view' with "
-                             f"hard_negatives=); layout={self.layout!r} has none, so it would do nothing: drop it")
+            raise ValueError(
+                f"hard_negative_weight is the bias of SimCSE's hard negatives (layout='cross_view' with "
+                f"hard_negatives=); layout={self.layout!r} has none, so it would do nothing: drop it"
+            )
         self.gather_distributed = check_flag("gather_distributed", gather_distributed)
         self.check_inputs = check_flag("check_inputs", check_inputs)
         self.kernel = check_choice("kernel", kernel, KERNELS)
@@ -213,6 +213,7 @@ class ContrastiveLoss(nn.Module):
             hard_negatives: [N, D] one hard negative per anchor for ``layout="cross_view"``.
             Returns a scalar, or [A] per-anchor losses with ``reduction="none"``.
         """
+        self.deferred_checks.raise_ready()  # the last call's, from flags the device has copied to the host by now
         views = {"queue": queue, "hard_negatives": hard_negatives, "labels": labels, "queue_labels": queue_labels}
         try:
             prepared = self.prepare_blocks(z1, z2, **views)
@@ -225,7 +226,7 @@ class ContrastiveLoss(nn.Module):
                 refuse_on_every_rank()  # the other ranks wait in the first gather: they stop with this one
             raise
         self._stats = {}
-        return self._reduce(self.blocks_loss(prepared, z1, z2), global_batch=True)
+        return self.deferred_checks.settle(self._reduce(self.blocks_loss(prepared, z1, z2), global_batch=True))
 
     def prepare_blocks(self, z1: torch.Tensor, z2: torch.Tensor, *, queue: torch.Tensor | None,
                        hard_negatives: torch.Tensor | None, labels: torch.Tensor | None,
@@ -234,9 +235,16 @@ class ContrastiveLoss(nn.Module):
         own projects the views first, one list of blocks per head)."""
         if self.check_inputs:
             check_pair(z1, z2, rows=False)  # the rows are checked in the pass that normalises them
+        checks = self.input_checks
         with torch.autocast(device_type=z1.device.type, enabled=False):
-            u1, u2 = (unit_rows(z, name if self.check_inputs else None) for z, name in ((z1, "z1"), (z2, "z2")))
-            queue, hard_negatives = _unit_if_tensor(queue), _unit_if_tensor(hard_negatives)
+            u1, u2 = (
+                unit_rows(z, name if self.check_inputs else None, checks=checks) for z, name in ((z1, "z1"), (z2, "z2"))
+            )
+            # a queue's and hard negatives' rows are checked even with check_inputs=False, as the layout always has
+            queue, hard_negatives = (
+                _unit_if_tensor(queue, "queue", checks),
+                _unit_if_tensor(hard_negatives, "hard_negatives", checks),
+            )
         # the layout's own argument checks run before its first gather
         return self.blocks(u1, u2, queue=queue, hard_negatives=hard_negatives, normalized=True, labels=labels,
                            queue_labels=queue_labels)  # fmt: skip
@@ -333,7 +341,9 @@ class ContrastiveLoss(nn.Module):
 
     @property
     def stats(self) -> dict[str, float]:
-        """Diagnostics of the last call (temperature, alignment, W = 1 - P_pos, loss, ...)."""
+        """Diagnostics of the last call (temperature, alignment, W = 1 - P_pos, loss, ...); first the error of a
+        failed input check of the last call, if any (:mod:`cl_plugins.deferred`)."""
+        self.deferred_checks.raise_ready()
         out: dict[str, float] = {}
         for key, values in self._stats.items():
             nums = [float(v() if callable(v) else v) for v in values]
@@ -356,7 +366,10 @@ class ContrastiveLoss(nn.Module):
         normalized: bool = False,
         labels: torch.Tensor | None = None,
         queue_labels: torch.Tensor | None = None,
+        rows_checked: bool = False,
     ) -> list[PairBlock]:
+        """The blocks of the loss's layout (:func:`~cl_plugins.layouts.build_blocks`); ``rows_checked``: the queue's
+        and hard negatives' rows were checked already (a strategy that projects them checks them before)."""
         if hard_negatives is None and self.hard_negative_weight != 0.0 and self.layout == "cross_view":
             raise ValueError("hard_negative_weight is set but no hard_negatives= were passed")
         if (labels is None) == self.uses_labels or (queue_labels is not None and labels is None):
@@ -364,7 +377,7 @@ class ContrastiveLoss(nn.Module):
             raise ValueError("labels= go with a label_policy (build the loss with one) and every call of such a loss "
                              f"passes labels=; got label_policy={policy!r} and labels={_shape(labels)}")  # fmt: skip
         call = f"{self.name}|{self.layout}|{self.symmetric}|{queue is None}|{hard_negatives is None}|{labels is None}"
-        tag = zlib.crc32(call.encode())  # the processes must agree on the call, or each would wait for another
+        tag = call_tag(call)  # the processes must agree on the call, or each would wait for another
         policy, gather = self.label_policy, self.gather_distributed
         marked = None if labels is None else Labels(labels, queue_labels, policy, gather, tag)
         return build_blocks(
@@ -378,12 +391,27 @@ class ContrastiveLoss(nn.Module):
             normalized=normalized,
             tag=tag,
             labels=marked,
+            rows_checked=rows_checked,
         )
 
     @property
     def uses_labels(self) -> bool:
         """Every call passes ``labels=`` (the loss has a ``label_policy``)."""
         return self.label_policy is not None
+
+    @property
+    def deferred_checks(self) -> DeferredChecks:
+        """This loss's input checks whose outcome the device computes (:mod:`cl_plugins.deferred`)."""
+        checks = self.__dict__.get("_deferred_checks")
+        if checks is None:  # also for a loss unpickled from before the checks were deferred
+            checks = self.__dict__["_deferred_checks"] = DeferredChecks()
+        return checks
+
+    @property
+    def input_checks(self) -> DeferredChecks | None:
+        """Where this call's row checks go: the deferred checks; None (at once) where the processes gather, whose
+        first exchange reads the host anyway and must stop every process together on a refused input."""
+        return None if self.gather_distributed and is_distributed() else self.deferred_checks
 
     @property
     def kernel_health(self) -> KernelHealth:
@@ -502,13 +530,24 @@ def _recording_arguments(init: Callable[..., None]) -> Callable[..., None]:
     return wrapper
 
 
+def call_tag(call: str) -> int:
+    """A 32-bit hash of ``call`` (FNV-1a), the same in every process: plain Python, which ``torch.compile`` traces
+    (``zlib.crc32`` broke the graph)."""
+    h = 0x811C9DC5
+    for byte in call.encode():
+        h = ((h ^ byte) * 0x01000193) & 0xFFFFFFFF
+    return h
+
+
 def _shape(x: object) -> str:
     return "None" if x is None else f"shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
 
 
-def _unit_if_tensor(x: torch.Tensor | None) -> torch.Tensor | None:
-    """Unit rows of a queue or hard negatives that look like embeddings; anything else goes on unchanged to the
-    layout's checks, which refuse it with a message naming it."""
+def _unit_if_tensor(x: torch.Tensor | None, name: str | None,
+                    checks: DeferredChecks | None) -> torch.Tensor | None:  # fmt: skip
+    """Unit rows of a queue or hard negatives that look like embeddings (their rows checked as ``name`` with
+    ``checks``, :func:`~cl_plugins.layouts.unit_rows`); anything else goes on unchanged to the layout's checks, which
+    refuse it with a message naming it."""
     if isinstance(x, torch.Tensor) and x.dim() == 2 and x.is_floating_point() and x.numel() > 0:
-        return unit_rows(x)
+        return unit_rows(x, name, checks=checks)
     return x

@@ -14,7 +14,7 @@ This module only re-exports: the kernels' contract lives in :mod:`cl_plugins.ker
 from __future__ import annotations
 
 from .kernels.contract import LogitMap, Terms, TritonMap
-from .kernels.lazy import LazyLogits
+from .kernels.lazy import LazyLogits, divide
 from .kernels.statement import LogitStatement, TorchMath, logit_statement
 from .kernels.triton_jit import tl, triton_map
 from .pairs import Pairs, reweighted_nll, softplus
@@ -23,5 +23,5 @@ from .pairs import Pairs, reweighted_nll, softplus
 #: the source as it reads; :func:`logit_statement` binds it to torch's and Triton's
 m = TorchMath
 
-__all__ = ["LazyLogits", "LogitMap", "LogitStatement", "Pairs", "Terms", "TritonMap", "logit_statement", "m",
-           "reweighted_nll", "softplus", "tl", "triton_map"]  # fmt: skip
+__all__ = ["LazyLogits", "LogitMap", "LogitStatement", "Pairs", "Terms", "TritonMap", "divide", "logit_statement",
+           "m", "reweighted_nll", "softplus", "tl", "triton_map"]  # fmt: skip

@@ -28,11 +28,12 @@ from dataclasses import dataclass
 
 import torch
 
+from .deferred import DeferredChecks
 from .distributed import check_agreement, gather_with_grad, is_distributed
 from .kernels.contract import Bond, KernelChoice
 from .kernels.lazy import LazyLogits
 from .labels import BlockLabels, Labels
-from .validation import check_embeddings, check_feature_dim, check_integer_labels, check_rows, check_same
+from .validation import check_embeddings, check_feature_dim, check_integer_labels, check_rows, check_same, deferred_rows
 
 
 class NoNegatives(ValueError):
@@ -41,6 +42,7 @@ class NoNegatives(ValueError):
     positive alone and equals the positive's logit, so every term is 0 with zero gradient; the decoupled forms'
     denominator is empty. :class:`cl_plugins.ContrastiveLoss` returns that 0, or raises this with ``strict=True``
     and for the decoupled forms."""
+
 
 LAYOUTS = ("simclr", "grace", "cross_view", "queue")
 
@@ -140,9 +142,11 @@ class _UnitRows(torch.autograd.Function):
         return (g - y * (g * y).sum(dim=1, keepdim=True)).div_(norm).div_(peak), None
 
 
-def unit_rows(x: torch.Tensor, name: str | None = None, allow_zero_rows: bool = False) -> torch.Tensor:
+def unit_rows(x: torch.Tensor, name: str | None = None, allow_zero_rows: bool = False,
+              checks: DeferredChecks | None = None) -> torch.Tensor:  # fmt: skip
     """Rows scaled to unit L2 norm, in float32 at least, for rows of any magnitude; with ``name``, also the
-    check that every row is finite and (unless ``allow_zero_rows``) non-zero, from the same pass.
+    check that every row is finite and (unless ``allow_zero_rows``) non-zero, from the same pass: at once, or
+    with ``checks`` deferred (:mod:`cl_plugins.deferred`; the rows it flags become zero, with a zero gradient).
 
     ``F.normalize`` divides by ``max(norm, 1e-12)``, so a row of norm below 1e-12 gets a cosine near 0, and a
     float32 row of entries ~1e-30 has a norm that underflows to 0. Dividing each row by its largest
@@ -151,12 +155,16 @@ def unit_rows(x: torch.Tensor, name: str | None = None, allow_zero_rows: bool = 
     x = at_least_float32(x)
     with torch.no_grad():
         peak = x.detach().abs().amax(dim=1, keepdim=True)
-        if name is not None:
+        ok = None
+        if name is not None and checks is None:
             check_rows(x, peak, name, allow_zero_rows)
+        elif name is not None:
+            ok = deferred_rows(x, peak, name, allow_zero_rows, checks)
+            peak = torch.where(ok, peak, 1.0)
         # an all-zero row divides by 1; a row of subnormal entries by its own peak (a clamp to the smallest normal
         # number would leave it short of unit norm), which the check refuses when the row is named
-        peak = torch.where(peak > 0, peak, torch.ones_like(peak))
-    return _UnitRows.apply(x, peak)
+        peak = torch.where(peak > 0, peak, 1.0)
+    return _UnitRows.apply(x if ok is None else torch.where(ok, x, 0.0), peak)
 
 
 def at_least_float32(x: torch.Tensor) -> torch.Tensor:
@@ -186,8 +194,10 @@ def refuse_anchors_without_negatives(anchors: torch.Tensor, candidates: torch.Te
         raise NoNegatives(f"with labels= every anchor and candidate has label {int(candidates[0])}: no anchor has "
                           "a negative")  # fmt: skip
     if found[0]:
-        raise ValueError(f"with labels= an anchor of label {int(candidates[0])} has no negative: "
-                         "every candidate shares its label; use a larger or more varied batch (or queue)")
+        raise ValueError(
+            f"with labels= an anchor of label {int(candidates[0])} has no negative: "
+            "every candidate shares its label; use a larger or more varied batch (or queue)"
+        )
 
 
 def _simclr(z1: torch.Tensor, z2: torch.Tensor, gather: Gather, labels: Labels | None) -> list[PairBlock]:
@@ -212,7 +222,11 @@ def _simclr(z1: torch.Tensor, z2: torch.Tensor, gather: Gather, labels: Labels |
 
 
 def _cross_view(
-    z1: torch.Tensor, z2: torch.Tensor, symmetric: bool, hard_negatives: torch.Tensor | None, gather: Gather,
+    z1: torch.Tensor,
+    z2: torch.Tensor,
+    symmetric: bool,
+    hard_negatives: torch.Tensor | None,
+    gather: Gather,
     labels: Labels | None,
 ) -> list[PairBlock]:
     n = z1.shape[0]
@@ -273,6 +287,7 @@ def build_blocks(
     normalized: bool = False,
     tag: int = 0,
     labels: Labels | None = None,
+    rows_checked: bool = False,
 ) -> list[PairBlock]:
     """Build the pair blocks of ``layout`` for two views ``z1``, ``z2`` [N, D].
 
@@ -280,12 +295,13 @@ def build_blocks(
     every input row is of unit norm already (the blocks then skip :func:`unit_rows`). ``tag`` identifies the
     call (strategy, layout) in the gathers, so processes that disagree raise instead of hanging. ``labels`` (with
     the loss's label policy, :mod:`cl_plugins.labels`) travel into the blocks as [A] and [M] vectors, gathered like
-    the candidates.
+    the candidates. The queue's and hard negatives' rows are checked here unless ``normalized`` or ``rows_checked``
+    (the loss checked them already).
     """
     if labels is not None:
         _check_labels(layout, labels, z1.shape[0], None if queue is None else queue.shape[0], z1.device)
     blocks = _build(layout, z1, z2, symmetric=symmetric, queue=queue, hard_negatives=hard_negatives, gather=gather,
-                    tag=tag, labels=labels)  # fmt: skip
+                    tag=tag, labels=labels, rows_checked=normalized or rows_checked)  # fmt: skip
     for block in blocks:
         block.normalized = normalized
     return blocks
@@ -311,8 +327,10 @@ def _check_labels(layout: str, labels: Labels, n: int, queue_rows: int | None, d
         raise ValueError(f"layout={layout!r} does not use queue_labels=; they label a queue (layout='queue')")
 
 
-def _checked_queue(z1: torch.Tensor, queue: torch.Tensor | None, hard_negatives: torch.Tensor | None) -> torch.Tensor:
-    """``queue=`` as ``layout="queue"`` needs it, or one line saying what is wrong."""
+def _checked_queue(z1: torch.Tensor, queue: torch.Tensor | None, hard_negatives: torch.Tensor | None,
+                   rows_checked: bool = False) -> torch.Tensor:  # fmt: skip
+    """``queue=`` as ``layout="queue"`` needs it, or one line saying what is wrong (its rows too, unless
+    ``rows_checked``: the loss checked them as it normalised them)."""
     if queue is None:
         raise ValueError(
             "layout='queue' needs queue= [K, D] negatives (e.g. FeatureQueue.get()); "
@@ -320,7 +338,7 @@ def _checked_queue(z1: torch.Tensor, queue: torch.Tensor | None, hard_negatives:
         )
     if hard_negatives is not None:
         raise ValueError("layout='queue' does not take hard_negatives=")
-    check_embeddings(queue, "queue")
+    check_embeddings(queue, "queue", rows=not rows_checked)
     check_same(z1, queue, ("z1", "queue"))
     check_feature_dim(queue, z1.shape[1], "queue", "z1")
     return queue
@@ -337,6 +355,7 @@ def _build(
     gather: bool,
     tag: int = 0,
     labels: Labels | None = None,
+    rows_checked: bool = False,
 ) -> list[PairBlock]:
     n = z1.shape[0]
     # under several processes the global batch decides whether an anchor has a negative: a rank may hold one row
@@ -358,7 +377,7 @@ def _build(
         if queue is not None:
             raise ValueError("layout='cross_view' does not use queue=; use layout='queue'")
         if hard_negatives is not None:
-            check_embeddings(hard_negatives, "hard_negatives")
+            check_embeddings(hard_negatives, "hard_negatives", rows=not rows_checked)
             check_same(z1, hard_negatives, ("z1", "hard_negatives"))
             if hard_negatives.shape != z1.shape:
                 raise ValueError(
@@ -374,7 +393,7 @@ def _build(
             )
         return _cross_view(z1, z2, symmetric, hard_negatives, gather_fn, labels)
     if layout == "queue":
-        queue = _checked_queue(z1, queue, hard_negatives)
+        queue = _checked_queue(z1, queue, hard_negatives, rows_checked)
         if gather:
             check_agreement(z1, tag)
         return _queue(z1, z2, symmetric, queue, labels)

@@ -115,10 +115,14 @@ class Pairs:
         overlap = (cand[self.exclude_cols] == anchor[:, None]).sum(dim=1)  # excluded columns of the same label
         return self.n_cols - k - same + overlap
 
-    def negative_count(self) -> int:
+    def negative_count(self) -> int | torch.Tensor:
+        """The number of (anchor, negative) pairs: an int where the host knows it (no labels), else a 0-d tensor,
+        never a read of the device."""
         if self.neg_mask is not None:
-            return int(self.neg_mask.sum())
-        return int(self.negatives_per_row().sum())
+            return self.neg_mask.sum()
+        if self.labels is None and self.exclude_cols is not None:
+            return self.n_rows * (self.n_cols - self.exclude_cols.shape[1])
+        return self.negatives_per_row().sum()
 
     def positive(self, x: torch.Tensor | LazyLogits) -> torch.Tensor:
         """Entries of ``x`` [A, M] at the positive pairs, shape [P]."""

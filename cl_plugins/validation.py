@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from .arguments import ArgumentTypeError, check_flag, flag_parameters, strict_flags  # noqa: F401 - their home
+
+if TYPE_CHECKING:
+    from .deferred import DeferredChecks
 
 # Cosines computed in low precision can exceed 1 by a few ulps; beyond this we refuse.
 SIMILARITY_TOLERANCE = 1e-3
@@ -87,16 +90,42 @@ def check_embeddings(z: torch.Tensor, name: str, allow_zero_rows: bool = False, 
             check_rows(z, z.detach().abs().amax(dim=1), name, allow_zero_rows)
 
 
+def bad_rows(peak: torch.Tensor, allow_zero_rows: bool = False) -> torch.Tensor:
+    """Rows [N, 1] whose largest |entry| ``peak`` is not finite or (unless ``allow_zero_rows``) below the dtype's
+    smallest normal number (:func:`check_rows`)."""
+    bad = ~torch.isfinite(peak)
+    if not allow_zero_rows:  # rows a caller projects before normalising (AMCL's heads) may be zero or tiny
+        bad |= peak < torch.finfo(peak.dtype).tiny
+    return bad
+
+
+def deferred_rows(z: torch.Tensor, peak: torch.Tensor, name: str, allow_zero_rows: bool,
+                  checks: DeferredChecks) -> torch.Tensor:  # fmt: skip
+    """:func:`check_rows` as a deferred check (:mod:`cl_plugins.deferred`): the rows [N, 1] that pass."""
+    bad = bad_rows(peak, allow_zero_rows)
+    checks.add(bad.any(), lambda: check_rows(z, peak, name, allow_zero_rows))
+    return ~bad
+
+
+def checked_rows(z: torch.Tensor, name: str, allow_zero_rows: bool, checks: DeferredChecks | None) -> torch.Tensor:
+    """``z`` with its rows checked (:func:`check_rows`): at once without ``checks``; deferred with them, the rows
+    they flag replaced by zeros (with a zero gradient)."""
+    with torch.no_grad():
+        peak = z.detach().abs().amax(dim=1, keepdim=True)
+        if checks is None:
+            check_rows(z, peak, name, allow_zero_rows)
+            return z
+        ok = deferred_rows(z, peak, name, allow_zero_rows, checks)
+    return torch.where(ok, z, 0.0)
+
+
 def check_rows(z: torch.Tensor, peak: torch.Tensor, name: str, allow_zero_rows: bool = False) -> None:
     """Finite, non-zero rows, from each row's largest |entry| ``peak`` (one pass: NaN/inf for a non-finite row,
     0 for an all-zero row; ``allow_zero_rows`` lets zero and subnormal rows through). Any scale down to the
     dtype's smallest normal number is fine (normalisation is scale-invariant); below it a row's direction keeps
     only a few bits and its gradient, 1 / |row|, overflows."""
     tiny = torch.finfo(peak.dtype).tiny
-    bad = ~torch.isfinite(peak)
-    if not allow_zero_rows:  # rows a caller projects before normalising (AMCL's heads) may be zero or tiny
-        bad |= peak < tiny
-    if not bool(bad.any()):
+    if not bool(bad_rows(peak, allow_zero_rows).any()):
         return
     if not bool(torch.isfinite(z).all()):
         raise ValueError(
@@ -142,7 +171,10 @@ def check_unit_rows(z: torch.Tensor, name: str) -> None:
 
 
 def check_pair(
-    z1: torch.Tensor, z2: torch.Tensor, names: tuple[str, str] = ("z1", "z2"), allow_zero_rows: bool = False,
+    z1: torch.Tensor,
+    z2: torch.Tensor,
+    names: tuple[str, str] = ("z1", "z2"),
+    allow_zero_rows: bool = False,
     rows: bool = True,
 ) -> None:
     a, b = names

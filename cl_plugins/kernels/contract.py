@@ -10,7 +10,6 @@ runs the first that accepts it; :class:`~cl_plugins.kernels.lazy.LazyLogits` bui
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
@@ -237,6 +236,10 @@ class KernelChoice:
     health: KernelHealth = field(default_factory=KernelHealth, compare=False, repr=False)
 
 
+#: how far above 1 a unit row's norm may be after rounding (float32 normalisation: a few ulps), in :attr:`Request.bound`
+UNIT_NORM_SLACK = 1 + 1e-5
+
+
 @dataclass(frozen=True)
 class Request:
     """One block's negatives' log-sum-exp, as every backend takes it: per anchor i, ``LSE_{j in neg(i)} l_ij`` with
@@ -262,6 +265,9 @@ class Request:
     choice: KernelChoice = field(default_factory=lambda: KernelChoice("fused"))
     #: the logits' per-pair temperature network, where they have one (then ``scale`` is 1 and there is no map)
     network: PairNetwork | None = None
+    #: the largest |logit| before a bias, as the strategy declares it where neither a float scale nor a map says
+    #: (a temperature tensor with a floor, anchors divided by their own temperatures); None: only those say
+    largest: float | None = None
 
     @property
     def health(self) -> KernelHealth:
@@ -296,19 +302,16 @@ class Request:
             return self.anchors
         return self.anchors * self.scale
 
-    @functools.cached_property
+    @property
     def bound(self) -> float | None:
-        """The largest |logit| before a bias: the map's (of unit cosines), else |scale| times the largest anchor and
-        candidate norms (1 for unit rows; AMCL's anchors come divided by their own temperatures). Read once per
-        request: a backend that declines it and the next one share it."""
+        """The largest |logit| before a bias, from what the host knows without reading the device: the map's (of unit
+        cosines), the strategy's declared ``largest``, or |scale| for a float scale of unit rows; None (the kernels
+        then keep a running maximum) for a tensor scale without a declared bound."""
         if self.logit_map is not None:
             return self.logit_map.bound
-        with torch.no_grad():
-            norms = [x.detach().norm(dim=1).amax() for x in (self.anchors, self.candidates) if x.shape[0]]
-            if len(norms) < 2:  # an empty side: nothing to sum, the kernels' own checks speak
-                return None
-            scale = self.scale.detach().abs().max() if isinstance(self.scale, torch.Tensor) else abs(self.scale)
-            return float(scale * torch.stack(norms).prod())
+        if self.largest is not None:
+            return self.largest
+        return abs(self.scale) * UNIT_NORM_SLACK if isinstance(self.scale, float) else None
 
 
 class Backend(Protocol):

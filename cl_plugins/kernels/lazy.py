@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from . import dispatch
-from .contract import Bond, KernelChoice, LogitMap, PairNetwork, Request
+from .contract import UNIT_NORM_SLACK, Bond, KernelChoice, LogitMap, PairNetwork, Request
 from .listed_cosines import pair_cosines
 
 if TYPE_CHECKING:
@@ -49,6 +49,9 @@ class LazyLogits:
     #: a per-pair temperature network of the anchors and candidates (:class:`~.contract.PairNetwork`), whose logits
     #: only its own kernel computes
     network: PairNetwork | None = field(default=None, compare=False, repr=False)
+    #: the largest |logit| where the strategy declares it (:attr:`~.contract.Request.largest`): a temperature tensor
+    #: with a floor (:meth:`divided`), anchors divided by their own bounded temperatures
+    largest: float | None = None
     # cosines of the positive pairs, shared by every rescaled copy (computed once per block)
     _positive_cache: dict[str, torch.Tensor] = field(default_factory=dict, compare=False, repr=False)
 
@@ -59,7 +62,14 @@ class LazyLogits:
     def __truediv__(self, tau: float | torch.Tensor) -> LazyLogits:
         if self.logit_map is not None:
             raise TypeError("mapped logits cannot be rescaled: put the temperature into the logit map")
-        return replace(self, scale=self.scale / tau)
+        return replace(self, scale=self.scale / tau, largest=None)
+
+    def divided(self, tau: torch.Tensor, at_least: float) -> LazyLogits:
+        """The logits divided by a temperature tensor ``tau`` that is never below ``at_least`` (> 0): the kernels
+        then know the largest |logit| without reading ``tau`` (:attr:`~.contract.Request.bound`)."""
+        if not isinstance(self.scale, float):
+            raise TypeError("divided() takes unscaled logits: divide once, by the whole temperature")
+        return replace(self / tau, largest=abs(self.scale) / at_least * UNIT_NORM_SLACK)
 
     def mapped(self, logit_map: LogitMap) -> LazyLogits:
         """Logits ``logit_map.value(cosine)`` (per-pair strategies)."""
@@ -115,4 +125,12 @@ class LazyLogits:
         exclude = None if self.positives is not None else exclude_cols
         return dispatch.run(Request(self.anchors, self.candidates, exclude, self.scale, tuple(ratios), self.logit_map,
                                     self.bias_cols, self.bias, self.labels, self.bond, self.kernel,
-                                    self.network))  # fmt: skip
+                                    self.network, self.largest))  # fmt: skip
+
+
+def divide(sim: torch.Tensor | LazyLogits, tau: torch.Tensor, at_least: float) -> torch.Tensor | LazyLogits:
+    """``sim / tau`` for a temperature tensor never below ``at_least``: dense logits as they are, lazy ones with
+    the bound their kernels read (:meth:`LazyLogits.divided`) instead of a read of ``tau``."""
+    if isinstance(sim, LazyLogits):
+        return sim.divided(tau, at_least)
+    return sim / tau.to(sim.dtype)

@@ -17,18 +17,16 @@ import torch
 if TYPE_CHECKING:
     from ..labels import BlockLabels
 
-Pair = tuple[torch.Tensor, torch.Tensor]
-
 
 @dataclass(frozen=True)
 class NonNegatives:
     """The non-negatives of one tile in its own coordinates: each row's excluded columns that fall in the tile,
-    either ``columns`` [R, k] (a tile of whole rows: every one does) or the (rows, columns) pairs ``located``, and
+    either ``columns`` [R, k] (a tile of whole rows: every one does) or ``located`` [R, T] (True at them), and
     ``same`` [R, T], the candidates of each row's label (None without labels, or where not asked for); the excluded
     and the same-label entries may overlap."""
 
     columns: torch.Tensor | None = None
-    located: Pair | None = None
+    located: torch.Tensor | None = None
     same: torch.Tensor | None = None
 
     @classmethod
@@ -45,9 +43,7 @@ class NonNegatives:
         if exclude_cols is not None and t0 is None:
             columns = exclude_cols[rows]
         elif exclude_cols is not None:
-            local = exclude_cols[rows] - t0
-            row, k = ((local >= 0) & (local < width)).nonzero(as_tuple=True)
-            located = (row, local[row, k])
+            located = listed_mask(exclude_cols[rows] - t0, width)
         if labels is None or not with_same:
             return cls(columns, located)
         same = labels.same(rows, slice(t0 or 0, (t0 or 0) + width))
@@ -64,7 +60,7 @@ class NonNegatives:
     def _fill_excluded_(self, t: torch.Tensor, value: float | bool) -> torch.Tensor:
         if self.columns is not None:
             return t.scatter_(1, self.columns, value)
-        return t if self.located is None else t.index_put_(self.located, t.new_tensor(value))
+        return t if self.located is None else t.masked_fill_(self.located, value)
 
     def mask(self) -> torch.Tensor | None:
         """[R, T] True at every non-negative, where labels make an [R, T] mask anyway (None without them)."""
@@ -74,4 +70,19 @@ class NonNegatives:
         """The sum of ``t`` [R, T] over the excluded entries."""
         if self.columns is not None:
             return t.gather(1, self.columns).sum()
-        return t[self.located].sum() if self.located is not None else t.new_zeros(())
+        return torch.where(self.located, t, 0).sum() if self.located is not None else t.new_zeros(())
+
+
+def listed_mask(local: torch.Tensor, width: int) -> torch.Tensor:
+    """[R, T] True at each row's listed columns ``local`` [R, k] that fall in [0, T): the others go to a spare
+    column, so that no read of the host sizes anything (a ``nonzero`` would wait for the device)."""
+    inside = (local >= 0) & (local < width)
+    mask = torch.zeros(local.shape[0], width + 1, dtype=torch.bool, device=local.device)
+    return mask.scatter_(1, torch.where(inside, local, width), True)[:, :width]
+
+
+def at_listed(local: torch.Tensor, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(column [R, 1], inside [R, 1]) of one listed column per row ``local`` [R] in a tile of ``width`` columns:
+    the column clamped into the tile, and whether it was there (a row's value at a clamped column stays as it is)."""
+    inside = (local >= 0) & (local < width)
+    return local.clamp(0, width - 1)[:, None], inside[:, None]

@@ -28,7 +28,7 @@ import torch
 
 from .compiled import maybe_compiled
 from .contract import KernelHealth, LogitMap, Request
-from .negatives import NonNegatives
+from .negatives import NonNegatives, at_listed
 from .tiles import forward_sums, gradient_tile
 
 if TYPE_CHECKING:
@@ -157,14 +157,12 @@ class _Tile:
 
 def _locate(x: torch.Tensor, r0: int, t0: int, plan: _Plan) -> tuple[Pair | None, NonNegatives]:
     """Where the tile ``x`` (rows ``r0:``, columns ``t0:``) holds special entries, in tile coordinates: (each
-    row's biased hard negative, or None when none falls in it; the non-negatives). From the [A] and [M] vectors of
-    the plan: never an [A, M] mask."""
+    row's biased hard negative as (column [R, 1], whether it is in the tile [R, 1]), or None without a bias; the
+    non-negatives). From the [A] and [M] vectors of the plan: never an [A, M] mask, nor a read of the host."""
     n_rows, width = x.shape
     biased = None
     if plan.bias_cols is not None:
-        local = plan.bias_cols[r0 : r0 + n_rows] - t0
-        rows = ((local >= 0) & (local < width)).nonzero().squeeze(1)
-        biased = (rows, local[rows]) if rows.numel() else None
+        biased = at_listed(plan.bias_cols[r0 : r0 + n_rows] - t0, width)
     return biased, NonNegatives.of(plan.exclude, plan.labels, r0, x, t0)
 
 
@@ -177,7 +175,9 @@ def _exp_tile(a: torch.Tensor, c: torch.Tensor, r0: int, t0: int, plan: _Plan, g
     e = factor if grad else e
     biased, skip = _locate(x, r0, t0, plan)
     if biased is not None:  # exp(l + bias) = exp(l) e^bias
-        e[biased] *= math.exp(plan.bias)
+        col, inside = biased
+        factor = torch.full(inside.shape, math.exp(plan.bias), dtype=e.dtype, device=e.device)
+        e.scatter_(1, col, e.gather(1, col) * torch.where(inside, factor, 1.0))
     return skip.fill_(e, 0.0)
 
 
@@ -242,7 +242,9 @@ def _tile(a: torch.Tensor, c: torch.Tensor, r0: int, t0: int, plan: _Plan, want:
     logits, companion = (x, None) if plan.logit_map is None else plan.logit_map.evaluate(x, want)
     biased, skip = _locate(x, r0, t0, plan)
     if biased is not None:  # out of place: without a map the logits are ``x``, which the tile keeps
-        logits = logits.index_put(biased, logits.new_tensor(plan.bias), accumulate=True)
+        col, inside = biased
+        bias = torch.full(inside.shape, plan.bias, dtype=logits.dtype, device=logits.device)
+        logits = logits.scatter_add(1, col, torch.where(inside, bias, 0.0))
     return _Tile(x, skip.fill_(logits, NEG_INF), companion, skip)
 
 

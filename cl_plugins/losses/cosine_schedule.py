@@ -91,6 +91,7 @@ class CosineScheduleLoss(ContrastiveLoss):
         if steps_per_epoch is not None:
             self.set_epoch_length(steps_per_epoch)
         self.register_buffer("step_count", torch.zeros((), dtype=torch.long))
+        self._steps = 0  # step_count on the host: read every call without waiting for the device
 
     def set_epoch_length(self, steps_per_epoch: int) -> None:
         if isinstance(steps_per_epoch, bool) or not isinstance(steps_per_epoch, int) or steps_per_epoch < 1:
@@ -100,7 +101,7 @@ class CosineScheduleLoss(ContrastiveLoss):
 
     def temperature(self, step: int | None = None) -> float:
         """τ after ``step`` optimizer steps (default: the steps taken so far)."""
-        t = int(self.step_count) if step is None else step
+        t = self.steps_taken if step is None else step
         if self.period_unit == "epoch":
             if self.steps_per_epoch is None:
                 raise RuntimeError(
@@ -110,9 +111,22 @@ class CosineScheduleLoss(ContrastiveLoss):
             t //= self.steps_per_epoch
         return self.tau_min + 0.5 * (self.tau_max - self.tau_min) * (1 + math.cos(2 * math.pi * t / self.period))
 
+    @property
+    def steps_taken(self) -> int:
+        """Optimizer steps so far: ``step_count`` (the buffer a checkpoint keeps) as the host counted them."""
+        if "_steps" not in self.__dict__:  # a loss unpickled from before the host count
+            self._steps = int(self.step_count)
+        return self._steps
+
     def step(self, n: int = 1) -> None:
         """Advance the schedule by ``n`` steps."""
-        self.step_count += check_count("n", n, low=0)
+        n = check_count("n", n, low=0)
+        self.step_count += n
+        self._steps = self.steps_taken + n
+
+    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any) -> None:
+        super()._load_from_state_dict(state_dict, prefix, *args)
+        self._steps = int(self.step_count)  # loading a checkpoint reads the count once
 
     def after_optimizer_step(self) -> None:
         self.step()

@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from ..base import ContrastiveLoss
-from ..extension import Pairs
+from ..extension import Pairs, divide
 from ..registry import register_loss
 from ..validation import check_temperature
 
@@ -81,7 +81,7 @@ class LearnableTemperatureLoss(ContrastiveLoss):
     def logits(self, sim: torch.Tensor, pairs: Pairs) -> torch.Tensor:
         tau = self.tau
         self.record_tau(tau.detach())
-        return sim / tau.to(sim.dtype)
+        return divide(sim, tau, self.min_tau)
 
     def extra_repr(self) -> str:
         return f"min_tau={self.min_tau}, " + super().extra_repr()

@@ -32,7 +32,7 @@ import torch
 
 from ..base import ContrastiveLoss
 from ..distributed import all_reduce_sum, is_distributed
-from ..extension import Pairs, reweighted_nll, softplus
+from ..extension import Pairs, divide, reweighted_nll, softplus
 from ..registry import register_loss
 from ..validation import check_flag, check_range, check_temperature
 
@@ -109,7 +109,13 @@ class MACLLoss(ContrastiveLoss):
             tau = raw.clamp(min=self.min_tau)
         self.record(batch_alignment=a, tau_clamped=lambda: (raw < self.min_tau).float())
         self.record_tau(tau)
-        return sim / tau
+        return divide(sim, tau, self.lowest_temperature)
+
+    @property
+    def lowest_temperature(self) -> float:
+        """The floor of tau_a over every alignment A in [-1, 1] (alpha >= 0): the lower of tau_a(-1) and
+        ``min_tau`` never binds below ``max(min_tau, tau_a(-1))``."""
+        return max(self.min_tau, self.tau0 * (1 + self.alpha * (-1 - self.a0)))
 
     def pair_loss(self, logits: torch.Tensor, sim: torch.Tensor, pairs: Pairs) -> torch.Tensor:
         d = pairs.d(logits)

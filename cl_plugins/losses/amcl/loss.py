@@ -52,11 +52,19 @@ from torch import nn
 
 from ...base import ContrastiveLoss
 from ...extension import LazyLogits, Pairs, softplus
-from ...kernels.contract import PairNetwork
+from ...kernels.contract import UNIT_NORM_SLACK, PairNetwork
 from ...kernels.dispatch import choose
 from ...layouts import PairBlock
 from ...registry import register_loss
-from ...validation import check_choice, check_feature_dim, check_flag, check_pair, check_range, check_temperature
+from ...validation import (
+    check_choice,
+    check_feature_dim,
+    check_flag,
+    check_pair,
+    check_range,
+    check_temperature,
+    checked_rows,
+)
 from .temperatures import AnchorTemperature, BilinearTemperature, PairTemperatureMLP, rowwise_scores
 
 _PAPER_BOX = dict(eta=1e-5, iota=2.0 - 1e-5)  # the paper's search range for the floor and span, tau in [1e-5, 2]
@@ -206,10 +214,16 @@ class AMCLLoss(ContrastiveLoss):
         """(head, its blocks) per head: ``z1``, ``z2`` are backbone features [N, dim], which each head projects;
         ``labels`` [N] (and ``queue_labels``) with ``label_policy="exclude"``, as for every strategy."""
         if self.check_inputs:
-            check_pair(z1, z2, ("h1", "h2"), allow_zero_rows=True)  # its heads' biases map a zero row somewhere
+            check_pair(z1, z2, ("h1", "h2"), rows=False)
+            # its heads' biases map a zero row somewhere
+            z1, z2 = (checked_rows(z, name, True, self.input_checks) for z, name in ((z1, "h1"), (z2, "h2")))
             check_feature_dim(z1, self.dim, "h1", f"dim={self.dim}")
             if hard_negatives is not None:
                 check_feature_dim(hard_negatives, self.dim, "hard_negatives", f"dim={self.dim}")
+        hard = hard_negatives
+        if isinstance(hard, torch.Tensor) and hard.dim() == 2 and hard.is_floating_point() and hard.numel():
+            # checked here, before the heads, as the layout checks the other strategies' (always)
+            hard_negatives = checked_rows(hard_negatives, "hard_negatives", True, self.input_checks)
         # half-precision features from a half-precision backbone meet float32 heads (a GPU check finding);
         # under autocast the heads' products still run in half precision
         dtype = next(self.heads.parameters()).dtype
@@ -219,7 +233,7 @@ class AMCLLoss(ContrastiveLoss):
         for c, head in enumerate(self.heads):
             hard = None if hard_negatives is None else head(hard_negatives)  # projected like the views
             per_head.append((c, self.blocks(head(z1), head(z2), queue=queue, hard_negatives=hard, labels=labels,
-                                            queue_labels=queue_labels)))  # fmt: skip
+                                            queue_labels=queue_labels, rows_checked=True)))  # fmt: skip
         return per_head
 
     def blocks_loss(self, prepared: list[Any], z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
@@ -250,8 +264,10 @@ class AMCLLoss(ContrastiveLoss):
         tau = net(block.anchors).to(lazy.dtype)
         kernel = choose(self.kernel, block.anchors, block.size, health=self.kernel_health)
         if kernel.name != "dense":  # s_ij / tau_i = (a_i / tau_i) . c_j: the scalar kernel with rescaled anchors
-            logits: torch.Tensor | LazyLogits = LazyLogits(lazy.anchors / tau[:, None], lazy.candidates, lazy.positives,
-                                                           kernel=kernel, labels=lazy.labels)  # fmt: skip
+            largest = UNIT_NORM_SLACK / net.floor  # the unit rows' cosines over the lowest temperature
+            anchors = lazy.anchors / tau[:, None]
+            logits: torch.Tensor | LazyLogits = LazyLogits(anchors, lazy.candidates, lazy.positives, kernel=kernel,
+                                                           labels=lazy.labels, largest=largest)  # fmt: skip
         else:
             logits = block.cosine() / tau[:, None]
         d = pairs.d(logits)

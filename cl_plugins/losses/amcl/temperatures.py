@@ -44,6 +44,11 @@ class AnchorTemperature(nn.Module):
         nn.init.zeros_(self.second.bias)
         self.log_tau, self.log_range = math.log(tau), math.log(tau_range)
 
+    @property
+    def floor(self) -> float:
+        """The lowest temperature it gives, tau / r."""
+        return math.exp(self.log_tau - self.log_range)
+
     def forward(self, z: torch.Tensor) -> torch.Tensor:
         x = unit_rows(z)
         u = self.second(torch.relu(self.first(x.to(self.first.weight.dtype)))).squeeze(-1).to(x.dtype)

@@ -1,0 +1,160 @@
+"""A loss's forward and backward never stop the host: counted through the profiler on the CPU, which records the
+same host reads (``aten::_local_scalar_dense``, data-sized ``aten::nonzero``) a GPU would wait
+on; the input checks still raise, deferred (:mod:`cl_plugins.deferred`); the kernels' bound on the logits, read
+from what the host knows, holds."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+import cl_plugins as clp
+from cl_plugins import deferred
+from cl_plugins.kernels import dispatch
+from cl_plugins.registry import get_loss_class
+
+#: ``bool(t)`` and ``.item()`` both end in ``_local_scalar_dense`` (one event per read); ``nonzero`` sizes its output
+#: from the data
+SYNCS = ("aten::_local_scalar_dense", "aten::nonzero")
+#: every layout a user builds, as (arguments, call)
+LAYOUTS = {
+    "simclr": ({"layout": "simclr"}, {}),
+    "grace": ({"layout": "grace"}, {}),
+    "cross_view": ({"layout": "cross_view"}, {}),
+    "clip": ({"layout": "cross_view", "symmetric": True}, {}),
+    "hard_negatives": ({"layout": "cross_view", "hard_negative_weight": 0.5}, {"hard_negatives": True}),
+    "queue": ({"layout": "queue"}, {"queue": True}),
+}
+
+
+def views(n: int = 12, d: int = 16, seed: int = 0) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return {k: torch.randn(n, d, generator=g, requires_grad=k in ("z1", "z2")) for k in ("z1", "z2", "extra")}
+
+
+def build(strategy: str, layout: str, **kwargs) -> tuple[torch.nn.Module, dict]:
+    arguments, call = LAYOUTS[layout]
+    loss = clp.build_host_loss(strategy, host_tau=0.1, feature_dim=16, **arguments, **kwargs)
+    return loss, call
+
+
+def call_loss(loss: torch.nn.Module, call: dict, v: dict[str, torch.Tensor]) -> torch.Tensor:
+    extra = {name: v["extra"] for name in call}
+    return loss(v["z1"], v["z2"], **extra)
+
+
+def syncs(fn) -> int:
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        fn()
+    return sum(e.name in SYNCS for e in prof.events())
+
+
+def supported(layouts: list[str]) -> list[tuple[str, str]]:
+    """(strategy, layout) for every registry strategy and each of ``layouts`` it supports."""
+    return [(s, lay) for s in clp.available_losses() for lay in layouts
+            if LAYOUTS[lay][0]["layout"] in get_loss_class(s).layouts]  # fmt: skip
+
+
+@pytest.mark.parametrize(("strategy", "layout"), supported(list(LAYOUTS)))
+def test_forward_and_backward_never_stop_the_host(strategy: str, layout: str) -> None:
+    loss, call = build(strategy, layout)
+    v = views()
+    call_loss(loss, call, v).backward()  # the first call may set things up (lazy modules, kernels' health)
+    assert syncs(lambda: call_loss(loss, call, v).backward()) == 0
+
+
+@pytest.mark.parametrize("kernel", ["dense", "stream"])
+@pytest.mark.parametrize("strategy", ["infonce", "macl", "dystress", "temperature_free"])
+def test_no_sync_on_the_other_kernels(strategy: str, kernel: str) -> None:
+    loss, call = build(strategy, "clip", kernel=kernel)
+    v = views()
+    assert syncs(lambda: call_loss(loss, call, v).backward()) == 0
+
+
+class _NotYet:
+    """A CUDA event as the host sees it while the device is still busy: done only once waited on."""
+
+    def __init__(self) -> None:
+        self.done = False
+
+    def query(self) -> bool:
+        return self.done
+
+    def synchronize(self) -> None:
+        self.done = True
+
+
+@pytest.fixture
+def device_still_busy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The deferred checks as on a GPU: the flags reach the host after the call has returned."""
+
+    def seal(self: deferred.DeferredChecks, flags: torch.Tensor) -> None:
+        self._sealed = deferred._Sealed(flags.clone(), _NotYet(), self._explains)
+
+    monkeypatch.setattr(deferred.DeferredChecks, "_seal", seal)
+
+
+@pytest.mark.parametrize("strategy", clp.available_losses())
+def test_a_bad_batch_gives_nan_with_zero_gradient_then_its_error(strategy: str, device_still_busy: None) -> None:
+    loss, call = build(strategy, "simclr")
+    params = [p for p in loss.parameters() if p.requires_grad]
+    v = views()
+    with torch.no_grad():
+        v["z1"][3, 5] = float("nan")
+    value = call_loss(loss, call, v)
+    assert torch.isnan(value)
+    value.backward()
+    for t in (v["z1"], v["z2"], *params):
+        assert t.grad is None or (t.grad == 0).all(), "a bad batch must leave the weights where they are"
+    name = "h1" if strategy == "amcl" else "z1"
+    with pytest.raises(ValueError, match=f"{name} contains NaN or inf"):
+        call_loss(loss, call, views(seed=1))  # the next call raises the last one's error
+    assert torch.isfinite(call_loss(loss, call, views(seed=1)))  # and then works again
+
+
+def test_the_error_raises_when_stats_are_read(device_still_busy: None) -> None:
+    loss = clp.build_host_loss("macl", host_tau=0.1, feature_dim=16)
+    v = views()
+    with torch.no_grad():
+        v["z2"][0] = 0.0
+    assert torch.isnan(loss(v["z1"], v["z2"]))
+    with pytest.raises(ValueError, match="z2 has all-zero rows \\[0\\]"):
+        _ = loss.stats
+
+
+def test_a_good_batch_is_unchanged_by_the_deferred_checks(device_still_busy: None) -> None:
+    v = views()
+    reference = clp.build_host_loss("infonce", host_tau=0.1, check_inputs=False)(v["z1"], v["z2"])
+    assert torch.equal(clp.build_host_loss("infonce", host_tau=0.1)(v["z1"], v["z2"]), reference)
+
+
+@pytest.mark.parametrize(("strategy", "layout"), supported(["simclr", "clip", "queue"]))
+def test_the_kernels_bound_holds(strategy: str, layout: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every request's bound, read from the host's knowledge alone, is at least its largest |logit|, with the
+    temperatures pushed to their floors (a bound too low would overflow the kernels' sums unseen)."""
+    loss, call = build(strategy, layout)
+    with torch.no_grad():
+        for name, p in loss.named_parameters():
+            p.fill_(-50.0 if "log_tau" in name else 50.0) if p.dim() == 0 else p.mul_(50.0)
+    seen = []
+    run = dispatch.run
+
+    def checked(request):
+        if request.network is None and request.logit_map is None and request.bound is not None:
+            a = request.anchors.double() * (request.scale.double() if torch.is_tensor(request.scale) else request.scale)
+            largest = (a @ request.candidates.double().T).abs().max().item()
+            seen.append(largest)
+            assert largest <= request.bound, (largest, request.bound)
+        return run(request)
+
+    monkeypatch.setattr(dispatch, "run", checked)
+    v = views(n=64)
+    with torch.no_grad():
+        v["z2"].copy_(v["z1"])  # cosines of 1: the bound is reached
+    if strategy == "learnable":
+        loss.clamp_()
+    call_loss(loss, call, v)
+    assert all(math.isfinite(x) for x in seen)
