@@ -160,6 +160,8 @@ class ContrastiveLoss(nn.Module):
         self.compile_maps = check_flag("compile_maps", compile_maps, optional=True)
         self.strict = check_flag("strict", strict)
         self._stats: dict[str, list[torch.Tensor | float]] = {}
+        # built here, not on first use: torch.compile traces a loss's first call and builds no objects in it
+        self._kernel_health, self._deferred_checks = KernelHealth(), DeferredChecks()
 
     # ------------------------------------------------------------------ strategy hooks
     def logits(self, sim: torch.Tensor, pairs: Pairs) -> torch.Tensor:

@@ -3,8 +3,8 @@
 A check such as ``if bool(bad.any()): raise ...`` makes the host wait for every queued kernel (on a GPU), and
 ``torch.compile(fullgraph=True)`` cannot trace it. :class:`DeferredChecks` keeps the check and drops the wait:
 
-1. during a call, each check adds its flag (a 0-d bool tensor on the device) and an ``explain`` function that
-   raises the one-line error (and may read the data: it runs only once the flag is known to be set);
+1. during a call, each check adds its flag (a 0-d bool tensor on the device) and its explanation: a function and
+   its arguments that raise the one-line error (and may read the data: it runs only once the flag is known set);
 2. the inputs it flags are replaced (:func:`torch.where`) so that the call's values and gradients stay finite, and
    :meth:`DeferredChecks.settle` makes the call's loss NaN with a zero gradient when any flag is set: a step on a
    bad batch leaves the weights where they are (an optimizer with momentum still moves them by its momentum);
@@ -12,24 +12,28 @@ A check such as ``if bool(bad.any()): raise ...`` makes the host wait for every 
    GPU; on the CPU they are there at once, so the error raises in the same call, as before); the error raises from
    them at the next call (which waits, if it must, for the previous call's forward only) or when ``stats`` is read.
 
-Under ``torch.compile`` the flags stay in the graph (steps 1 and 2): a bad batch gives a NaN loss with a zero
-gradient, and the error raises at the next call made outside the compiled region or when ``stats`` is read.
+Under ``torch.compile`` steps 1 and 2 are part of the graph and the flags its output: a bad batch gives a NaN loss
+with a zero gradient, and the error raises when ``stats`` is read or the loss is next called outside the compiled
+region (a compiled call cannot raise without stopping the host; the last compiled call's flags are the ones kept).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
-Explain = Callable[[], None]
+#: a check's explanation: the function that raises its error and the arguments it takes (data, not a closure, so
+#: that ``torch.compile`` can carry it out of a graph)
+Explain = tuple[Callable[..., None], tuple[Any, ...]]
 
 
 @dataclass
 class _Sealed:
-    host: torch.Tensor  # the call's flags [k] on the host
-    event: torch.cuda.Event | None  # recorded after their copy (None: already there)
+    host: torch.Tensor  # the call's flags [k]: on the host, or (compiled) where the graph left them
+    event: torch.cuda.Event | None  # recorded after their copy to the host (None: none under way)
     explains: list[Explain]
 
 
@@ -41,10 +45,11 @@ class DeferredChecks:
         self._explains: list[Explain] = []
         self._sealed: _Sealed | None = None
 
-    def add(self, flag: torch.Tensor, explain: Explain) -> None:
-        """A check of this call: ``flag`` (0-d bool, set when the input is bad) and what raises its error."""
+    def add(self, flag: torch.Tensor, explain: Callable[..., None], *arguments: Any) -> None:
+        """A check of this call: ``flag`` (0-d bool, set when the input is bad); ``explain(*arguments)`` raises its
+        error."""
         self._flags.append(flag)
-        self._explains.append(explain)
+        self._explains.append((explain, arguments))
 
     def settle(self, loss: torch.Tensor) -> torch.Tensor:
         """``loss``, NaN with a zero gradient where a check of this call failed; the flags start for the host, and
@@ -53,7 +58,9 @@ class DeferredChecks:
             return loss
         flags = torch.stack(self._flags)
         loss = torch.where(flags.any(), torch.full_like(loss, float("nan")), loss)
-        if not torch.compiler.is_compiling():
+        if torch.compiler.is_compiling():
+            self._sealed = _Sealed(flags, None, self._explains)
+        else:
             self._seal(flags)
             self.raise_ready(wait=False)
         self._flags, self._explains = [], []
@@ -71,7 +78,9 @@ class DeferredChecks:
 
     def raise_ready(self, wait: bool = True) -> None:
         """Raise the error of the last settled call's first failed check, if any: with ``wait``, once that call's
-        forward has run on the device; without, only if it has already."""
+        forward has run on the device; without, only if it has already. Nothing inside a compiled region."""
+        if torch.compiler.is_compiling():
+            return
         self._flags, self._explains = [], []  # a call that raised before settling leaves nothing behind
         sealed = self._sealed
         if sealed is None:
@@ -81,9 +90,10 @@ class DeferredChecks:
                 return
             sealed.event.synchronize()
         self._sealed = None
-        for failed, explain in zip(sealed.host.numpy(), sealed.explains, strict=True):
+        flags = sealed.host.cpu()  # on the host already, but where a compiled graph left them (read once, here)
+        for failed, (explain, arguments) in zip(flags.numpy(), sealed.explains, strict=True):
             if failed:
-                explain()
+                explain(*arguments)
 
     def __getstate__(self) -> dict:
         self.raise_ready()  # a pickled loss carries no pending error

@@ -103,7 +103,7 @@ def deferred_rows(z: torch.Tensor, peak: torch.Tensor, name: str, allow_zero_row
                   checks: DeferredChecks) -> torch.Tensor:  # fmt: skip
     """:func:`check_rows` as a deferred check (:mod:`cl_plugins.deferred`): the rows [N, 1] that pass."""
     bad = bad_rows(peak, allow_zero_rows)
-    checks.add(bad.any(), lambda: check_rows(z, peak, name, allow_zero_rows))
+    checks.add(bad.any(), check_rows, z, peak, name, allow_zero_rows)
     return ~bad
 
 

@@ -46,10 +46,28 @@ def call_loss(loss: torch.nn.Module, call: dict, v: dict[str, torch.Tensor]) -> 
     return loss(v["z1"], v["z2"], **extra)
 
 
+#: the reads of a CPU tensor that reach no aten operation, so no profiler event (on a GPU each is a copy that waits)
+READS = ("tolist", "item", "__bool__", "__int__", "__float__")
+
+
 def syncs(fn) -> int:
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        fn()
-    return sum(e.name in SYNCS for e in prof.events())
+    """Host reads of one call of ``fn``: the profiler's sync events, and the Python-level reads of :data:`READS`."""
+    calls = []
+    with pytest.MonkeyPatch.context() as patch:
+        for name in READS:
+            original = getattr(torch.Tensor, name)
+            patch.setattr(torch.Tensor, name, lambda self, *a, _o=original, _n=name: calls.append(_n) or _o(self, *a))
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            fn()
+    return sum(e.name in SYNCS for e in prof.events()) + len(calls)
+
+
+def test_the_count_sees_every_kind_of_read() -> None:
+    t = torch.ones(3)
+    for read in (lambda: bool(t.any()), lambda: t.sum().item(), lambda: t.tolist(), lambda: float(t[0]),
+                 lambda: t.nonzero()):  # fmt: skip
+        assert syncs(read) >= 1
+    assert syncs(lambda: t + 1) == 0
 
 
 def supported(layouts: list[str]) -> list[tuple[str, str]]:

@@ -46,7 +46,10 @@ def compile_enabled() -> bool:
 
 
 def resolve(enabled: bool | None) -> bool:
-    """A loss's ``compile_maps`` (None: :func:`compile_enabled`)."""
+    """A loss's ``compile_maps`` (None: :func:`compile_enabled`); never inside a compiled region, whose compiler
+    fuses the maps with the rest of the loss."""
+    if torch.compiler.is_compiling():
+        return False
     return compile_enabled() if enabled is None else bool(enabled)
 
 

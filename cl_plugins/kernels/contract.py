@@ -233,7 +233,7 @@ class KernelChoice:
     name: str
     halves: bool = False
     features: torch.dtype = torch.float32
-    health: KernelHealth = field(default_factory=KernelHealth, compare=False, repr=False)
+    health: KernelHealth = field(default_factory=lambda: KernelHealth(), compare=False, repr=False)
 
 
 #: how far above 1 a unit row's norm may be after rounding (float32 normalisation: a few ulps), in :attr:`Request.bound`
@@ -301,6 +301,13 @@ class Request:
         if isinstance(self.scale, float) and self.scale == 1.0:
             return self.anchors
         return self.anchors * self.scale
+
+    def candidates_beside(self, anchors: torch.Tensor) -> torch.Tensor:
+        """The candidates as a kernel's autograd function takes them beside ``anchors``: a view where both are one
+        tensor (a block against itself at scale 1), since ``torch.compile`` traces no function given a tensor
+        twice."""
+        c = self.candidates
+        return c.view_as(c) if c is anchors else c
 
     @property
     def bound(self) -> float | None:

@@ -156,7 +156,7 @@ class Fused:
         anchors = request.scaled_anchors()
         with torch.autocast(device_type=anchors.device.type, enabled=False):
             plan = streaming.make_plan(request, anchors)
-        return request.reported(NegativeLSE.apply(anchors, request.candidates, plan))
+        return request.reported(NegativeLSE.apply(anchors, request.candidates_beside(anchors), plan))
 
 
 BACKEND = Fused()

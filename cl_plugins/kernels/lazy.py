@@ -69,7 +69,10 @@ class LazyLogits:
         then know the largest |logit| without reading ``tau`` (:attr:`~.contract.Request.bound`)."""
         if not isinstance(self.scale, float):
             raise TypeError("divided() takes unscaled logits: divide once, by the whole temperature")
-        return replace(self / tau, largest=abs(self.scale) / at_least * UNIT_NORM_SLACK)
+        if self.logit_map is not None:
+            raise TypeError("mapped logits cannot be rescaled: put the temperature into the logit map")
+        # a replace, not ``self / tau``: torch.compile reads the division of an object by a tensor as a tensor's
+        return replace(self, scale=self.scale / tau, largest=abs(self.scale) / at_least * UNIT_NORM_SLACK)
 
     def mapped(self, logit_map: LogitMap) -> LazyLogits:
         """Logits ``logit_map.value(cosine)`` (per-pair strategies)."""

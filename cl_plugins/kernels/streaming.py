@@ -365,7 +365,8 @@ class Streaming:
         """LSE over each anchor's negatives of ``phi(scale * anchors @ candidates.T)`` [A], then (no grad) at ``r *``
         the logits for each ratio r: ``1 + len(ratios)`` tensors [A]."""
         anchors = request.scaled_anchors()
-        return request.reported(_StreamingNegativeLSE.apply(anchors, request.candidates, make_plan(request, anchors)))
+        plan = make_plan(request, anchors)
+        return request.reported(_StreamingNegativeLSE.apply(anchors, request.candidates_beside(anchors), plan))
 
 
 BACKEND = Streaming()

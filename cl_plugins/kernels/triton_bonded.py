@@ -176,7 +176,8 @@ class TritonPair:
             if stats is not None and request.reports:  # the columns' statistic, left by the partner
                 request.logit_map.on_stats(*stats.unbind(0))  # type: ignore[union-attr]
             return [lse]
-        lse, lse2, *stats = _TritonPairLSE.apply(request.scaled_anchors(), request.candidates, request)
+        anchors = request.scaled_anchors()
+        lse, lse2, *stats = _TritonPairLSE.apply(anchors, request.candidates_beside(anchors), request)
         slot[NAME] = (request, lse2, stats[1] if stats else None)
         return request.reported((lse, stats[0]) if stats else (lse,))
 

@@ -459,7 +459,8 @@ class Triton:
         return supports(request, request.anchors.dtype)
 
     def run(self, request: Request) -> list[torch.Tensor]:
-        return request.reported(_TritonNegativeLSE.apply(request.scaled_anchors(), request.candidates, request))
+        anchors = request.scaled_anchors()
+        return request.reported(_TritonNegativeLSE.apply(anchors, request.candidates_beside(anchors), request))
 
 
 BACKEND = Triton()
