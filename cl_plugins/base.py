@@ -455,7 +455,7 @@ class ContrastiveLoss(nn.Module):
             self.record(loss=lambda: values.mean())
             return per_anchor
         total = per_anchor.sum()
-        count = per_anchor.new_tensor(float(per_anchor.numel()))
+        count = torch.full((), float(per_anchor.numel()), dtype=per_anchor.dtype, device=per_anchor.device)
         if global_batch and self.gather_distributed and is_distributed():
             summed = all_reduce_sum(torch.stack([total.detach(), count]))
             scale = float(world_size())
@@ -536,8 +536,8 @@ def call_tag(call: str) -> int:
     """A 32-bit hash of ``call`` (FNV-1a), the same in every process: plain Python, which ``torch.compile`` traces
     (``zlib.crc32`` broke the graph)."""
     h = 0x811C9DC5
-    for byte in call.encode():
-        h = ((h ^ byte) * 0x01000193) & 0xFFFFFFFF
+    for char in call:
+        h = ((h ^ ord(char)) * 0x01000193) & 0xFFFFFFFF
     return h
 
 

@@ -101,7 +101,7 @@ class MACLLoss(ContrastiveLoss):
             return sim / self.tau0
         with torch.no_grad():
             pos = pairs.positive(sim)
-            sums = torch.stack([pos.sum(), pos.new_tensor(float(pos.numel()))])
+            sums = torch.stack([pos.sum(), torch.full((), float(pos.numel()), dtype=pos.dtype, device=pos.device)])
             if self.gather_distributed and is_distributed():
                 sums = all_reduce_sum(sums)
             a = sums[0] / sums[1]
