@@ -216,11 +216,14 @@ class ContrastiveLoss(nn.Module):
             Returns a scalar, or [A] per-anchor losses with ``reduction="none"``.
         """
         self.deferred_checks.raise_ready()  # the last call's, from flags the device has copied to the host by now
+        self._call_memo: dict[str, Any] = {}
         views = {"queue": queue, "hard_negatives": hard_negatives, "labels": labels, "queue_labels": queue_labels}
         try:
             prepared = self.prepare_blocks(z1, z2, **views)
         except NoNegatives as exc:
-            return self.without_negatives(exc, z1, z2, hard_negatives)  # every rank sees the same global batch
+            # the rows were checked before the layout found no negative: their error comes first
+            # every rank sees the same global batch
+            return self.deferred_checks.settle(self.without_negatives(exc, z1, z2, hard_negatives))
         except ProcessesDisagree:
             raise  # every rank raises this one together
         except (ValueError, TypeError):
@@ -401,6 +404,14 @@ class ContrastiveLoss(nn.Module):
         """Every call passes ``labels=`` (the loss has a ``label_policy``)."""
         return self.label_policy is not None
 
+    def once_per_call(self, key: str, make: Callable[[], Any]) -> Any:
+        """``make()``, computed once per call of the loss and shared by its blocks (one temperature tensor for
+        both of CLIP's directions lets one kernel serve the two without comparing values on the device)."""
+        memo = self.__dict__.setdefault("_call_memo", {})
+        if key not in memo:
+            memo[key] = make()
+        return memo[key]
+
     @property
     def deferred_checks(self) -> DeferredChecks:
         """This loss's input checks whose outcome the device computes (:mod:`cl_plugins.deferred`)."""
@@ -484,6 +495,7 @@ class ContrastiveLoss(nn.Module):
         # the lazy diagnostics are closures (not picklable): pickling evaluates them, so a model can be saved or
         # sent to another process at any point of training and keeps its last statistics
         state = self.__dict__.copy()
+        state.pop("_call_memo", None)  # the last call's shared tensors (their graph is gone with the call)
         state["_stats"] = {k: [float(v() if callable(v) else v) for v in vs] for k, vs in self._stats.items()}
         return state
 

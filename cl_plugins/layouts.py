@@ -101,7 +101,8 @@ class PairBlock:
             a = self._unit(self.anchors)
             c = a if self.candidates_are_anchors else self._unit(self.candidates)
             p = None if self.positives is None else self._unit(self.positives)
-        return LazyLogits(a, c, p, kernel=kernel or KernelChoice("fused"), labels=self.labels, bond=self.bond)
+        return LazyLogits(a, c, p, kernel=kernel or KernelChoice("fused"), labels=self.labels, bond=self.bond,
+                          mirrored=self.candidates_are_anchors)  # fmt: skip
 
     @property
     def size(self) -> int:

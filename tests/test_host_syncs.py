@@ -13,7 +13,7 @@ from torch.profiler import ProfilerActivity, profile
 
 import cl_plugins as clp
 from cl_plugins import deferred
-from cl_plugins.kernels import dispatch
+from cl_plugins.kernels import dispatch, halves
 from cl_plugins.registry import get_loss_class
 
 #: ``bool(t)`` and ``.item()`` both end in ``_local_scalar_dense`` (one event per read); ``nonzero`` sizes its output
@@ -92,6 +92,18 @@ def test_no_sync_on_the_other_kernels(strategy: str, kernel: str) -> None:
     assert syncs(lambda: call_loss(loss, call, v).backward()) == 0
 
 
+@pytest.mark.parametrize("strategy", ["infonce", "macl", "dystress"])
+def test_no_sync_on_the_kernel_by_halves(strategy: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SimCLR's block against itself streams by halves on the CPU from N 2,048: taken here at N 12."""
+    monkeypatch.setattr(dispatch, "HALVES_FROM_ELEMENTS", 0)
+    calls = []
+    original = halves._SymmetricNegativeLSE.apply
+    monkeypatch.setattr(halves._SymmetricNegativeLSE, "apply", lambda *a: calls.append(1) or original(*a))
+    loss, call = build(strategy, "simclr")
+    v = views()
+    assert syncs(lambda: call_loss(loss, call, v).backward()) == 0 and calls
+
+
 class _NotYet:
     """A CUDA event as the host sees it while the device is still busy: done only once waited on."""
 
@@ -131,6 +143,15 @@ def test_a_bad_batch_gives_nan_with_zero_gradient_then_its_error(strategy: str, 
     with pytest.raises(ValueError, match=f"{name} contains NaN or inf"):
         call_loss(loss, call, views(seed=1))  # the next call raises the last one's error
     assert torch.isfinite(call_loss(loss, call, views(seed=1)))  # and then works again
+
+
+def test_a_bad_batch_without_negatives_still_raises(device_still_busy: None) -> None:
+    """A batch of one row has no negative (the loss is 0 there): its NaN row's error still follows."""
+    loss = clp.build_host_loss("infonce", host_tau=0.1)
+    z = torch.full((1, 4), float("nan"))
+    assert torch.isnan(loss(z, torch.ones(1, 4)))
+    with pytest.raises(ValueError, match="z1 contains NaN or inf"):
+        loss(torch.randn(4, 4), torch.randn(4, 4))
 
 
 def test_the_error_raises_when_stats_are_read(device_still_busy: None) -> None:

@@ -268,6 +268,10 @@ class Request:
     #: the largest |logit| before a bias, as the strategy declares it where neither a float scale nor a map says
     #: (a temperature tensor with a floor, anchors divided by their own temperatures); None: only those say
     largest: float | None = None
+    #: a block of anchors against themselves whose non-negatives its layout built symmetric (SimCLR's, one process)
+    mirrored: bool = False
+    #: (float scale, temperature tensor) where ``scale`` is the one divided by the other (:meth:`LazyLogits.divided`)
+    divided_by: tuple[float, torch.Tensor] | None = None
 
     @property
     def health(self) -> KernelHealth:

@@ -35,15 +35,12 @@ if TYPE_CHECKING:
     from ..labels import BlockLabels
 
 
-def is_symmetric(exclude_cols: torch.Tensor | None, labels: BlockLabels | None) -> bool:
+def is_symmetric(request: Request) -> bool:
     """Whether the non-negatives of a block of anchors against themselves are symmetric: column j excluded from
-    row i exactly when i is from j, and the anchors' labels the candidates' (O(A k^2), no [A, A] mask)."""
-    if labels is not None and not labels.symmetric:
-        return False
-    if exclude_cols is None:
-        return True
-    rows = torch.arange(exclude_cols.shape[0], device=exclude_cols.device)
-    return bool((exclude_cols[exclude_cols] == rows[:, None, None]).any(dim=2).all())
+    row i exactly when i is from j (as the layout declared it built them: ``request.mirrored``), and the anchors'
+    labels the candidates'. From what the host knows: no read of the exclusions."""
+    labels: BlockLabels | None = request.labels
+    return request.mirrored and (labels is None or labels.symmetric)
 
 
 class Symmetric:
@@ -66,10 +63,10 @@ class Symmetric:
         """
         units, scale = request.candidates, request.scale
         plan = make_plan(request, units)
-        if not (plan.bounded and is_symmetric(request.exclude, request.labels)):
+        if not (plan.bounded and is_symmetric(request)):
             return None
-        if not isinstance(scale, torch.Tensor):
-            scale = units.new_tensor(float(scale))
+        if not isinstance(scale, torch.Tensor):  # made on the device: a copy from the host would wait
+            scale = torch.full((), float(scale), dtype=units.dtype, device=units.device)
         return request.reported(_SymmetricNegativeLSE.apply(units, scale, plan))
 
 

@@ -52,6 +52,11 @@ class LazyLogits:
     #: the largest |logit| where the strategy declares it (:attr:`~.contract.Request.largest`): a temperature tensor
     #: with a floor (:meth:`divided`), anchors divided by their own bounded temperatures
     largest: float | None = None
+    #: anchors against themselves with non-negatives the layout built symmetric (:attr:`~.contract.Request.mirrored`)
+    mirrored: bool = False
+    #: (the float scale, the temperature tensor) it was divided by (:meth:`divided`): two blocks divided by one
+    #: tensor share a scale, which a kernel serving both directions can tell without reading the device
+    divided_by: tuple[float, torch.Tensor] | None = field(default=None, compare=False, repr=False)
     # cosines of the positive pairs, shared by every rescaled copy (computed once per block)
     _positive_cache: dict[str, torch.Tensor] = field(default_factory=dict, compare=False, repr=False)
 
@@ -62,7 +67,7 @@ class LazyLogits:
     def __truediv__(self, tau: float | torch.Tensor) -> LazyLogits:
         if self.logit_map is not None:
             raise TypeError("mapped logits cannot be rescaled: put the temperature into the logit map")
-        return replace(self, scale=self.scale / tau, largest=None)
+        return replace(self, scale=self.scale / tau, largest=None, divided_by=None)
 
     def divided(self, tau: torch.Tensor, at_least: float) -> LazyLogits:
         """The logits divided by a temperature tensor ``tau`` that is never below ``at_least`` (> 0): the kernels
@@ -72,7 +77,8 @@ class LazyLogits:
         if self.logit_map is not None:
             raise TypeError("mapped logits cannot be rescaled: put the temperature into the logit map")
         # a replace, not ``self / tau``: torch.compile reads the division of an object by a tensor as a tensor's
-        return replace(self, scale=self.scale / tau, largest=abs(self.scale) / at_least * UNIT_NORM_SLACK)
+        largest = abs(self.scale) / at_least * UNIT_NORM_SLACK
+        return replace(self, scale=self.scale / tau, largest=largest, divided_by=(self.scale, tau))
 
     def mapped(self, logit_map: LogitMap) -> LazyLogits:
         """Logits ``logit_map.value(cosine)`` (per-pair strategies)."""
@@ -128,7 +134,7 @@ class LazyLogits:
         exclude = None if self.positives is not None else exclude_cols
         return dispatch.run(Request(self.anchors, self.candidates, exclude, self.scale, tuple(ratios), self.logit_map,
                                     self.bias_cols, self.bias, self.labels, self.bond, self.kernel,
-                                    self.network, self.largest))  # fmt: skip
+                                    self.network, self.largest, self.mirrored, self.divided_by))  # fmt: skip
 
 
 def divide(sim: torch.Tensor | LazyLogits, tau: torch.Tensor, at_least: float) -> torch.Tensor | LazyLogits:

@@ -122,19 +122,22 @@ class TritonSelf:
         return request.own and not request.ratios and supports(request, request.anchors.dtype)
 
     def run(self, request: Request) -> list[torch.Tensor] | None:
-        if not is_symmetric(request.exclude, request.labels):
+        if not is_symmetric(request):
             return None
         units, scale = request.candidates, request.scale
-        scale_t = scale if isinstance(scale, torch.Tensor) else units.new_tensor(float(scale))
-        return request.reported(_TritonSelfLSE.apply(units, scale_t, request))
+        if not isinstance(scale, torch.Tensor):  # made on the device: a copy from the host would wait
+            scale = torch.full((), float(scale), dtype=units.dtype, device=units.device)
+        return request.reported(_TritonSelfLSE.apply(units, scale, request))
 
 
-def _same_scale(first: float | torch.Tensor, second: float | torch.Tensor) -> bool:
-    if first is second:
+def _same_scale(first: Request, second: Request) -> bool:
+    """The two requests' scales are one: equal floats, one tensor, or one float divided by one temperature tensor
+    (comparing two tensors' values would wait for the device)."""
+    a, b = first.scale, second.scale
+    if a is b or (not isinstance(a, torch.Tensor) and not isinstance(b, torch.Tensor) and a == b):
         return True
-    if isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor):  # one sync: a learned or adapted tau
-        return first.shape == second.shape and bool(torch.equal(first.detach(), second.detach()))
-    return not isinstance(first, torch.Tensor) and not isinstance(second, torch.Tensor) and first == second
+    x, y = first.divided_by, second.divided_by
+    return x is not None and y is not None and x[1] is y[1] and x[0] == y[0]
 
 
 def _same_map(first: LogitMap | None, second: LogitMap | None) -> bool:
@@ -146,7 +149,7 @@ def _same_map(first: LogitMap | None, second: LogitMap | None) -> bool:
 def _partners(first: Request, second: Request) -> bool:
     """``second``'s block is ``first``'s transposed, at the same scale under the same map."""
     transposed = second.anchors is first.candidates and second.candidates is first.anchors
-    return transposed and _same_scale(first.scale, second.scale) and _same_map(first.logit_map, second.logit_map)
+    return transposed and _same_scale(first, second) and _same_map(first.logit_map, second.logit_map)
 
 
 class TritonPair:

@@ -79,7 +79,7 @@ class LearnableTemperatureLoss(ContrastiveLoss):
         return {"log_tau"}
 
     def logits(self, sim: torch.Tensor, pairs: Pairs) -> torch.Tensor:
-        tau = self.tau
+        tau = self.once_per_call("tau", lambda: self.tau)  # one tensor for every block: CLIP's directions share it
         self.record_tau(tau.detach())
         return divide(sim, tau, self.min_tau)
 

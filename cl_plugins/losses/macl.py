@@ -99,17 +99,25 @@ class MACLLoss(ContrastiveLoss):
         if not self.adaptive:
             self.record_tau(self.tau0)
             return sim / self.tau0
-        with torch.no_grad():
-            pos = pairs.positive(sim)
-            sums = torch.stack([pos.sum(), torch.full((), float(pos.numel()), dtype=pos.dtype, device=pos.device)])
-            if self.gather_distributed and is_distributed():
-                sums = all_reduce_sum(sums)
-            a = sums[0] / sums[1]
-            raw = self.temperature(a)
-            tau = raw.clamp(min=self.min_tau)
+        bond = getattr(sim, "bond", None)  # a block and its transpose have one set of positives: one tau for both
+        if bond is None:
+            a, raw, tau = self._adapted(sim, pairs)
+        else:
+            a, raw, tau = self.once_per_call(f"tau {id(bond)}", lambda: self._adapted(sim, pairs))
         self.record(batch_alignment=a, tau_clamped=lambda: (raw < self.min_tau).float())
         self.record_tau(tau)
         return divide(sim, tau, self.lowest_temperature)
+
+    @torch.no_grad()
+    def _adapted(self, sim: torch.Tensor, pairs: Pairs) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(the batch's alignment A, tau_a before the floor, tau_a) of the block's positive pairs."""
+        pos = pairs.positive(sim)
+        sums = torch.stack([pos.sum(), torch.full((), float(pos.numel()), dtype=pos.dtype, device=pos.device)])
+        if self.gather_distributed and is_distributed():
+            sums = all_reduce_sum(sums)
+        a = sums[0] / sums[1]
+        raw = self.temperature(a)
+        return a, raw, raw.clamp(min=self.min_tau)
 
     @property
     def lowest_temperature(self) -> float:

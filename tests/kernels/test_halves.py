@@ -110,11 +110,28 @@ def test_sums_fit_the_dtype() -> None:
     assert not streaming.sums_fit(limit - math.log(1000) + 0.01, 1000, torch.float32)
 
 
-def test_exclusions_must_be_symmetric() -> None:
-    pairs = torch.tensor([[1, 0], [0, 1], [3, 2], [2, 3]])  # (partner, self)
-    assert halves.is_symmetric(pairs, None)
-    assert not halves.is_symmetric(torch.tensor([[1, 0], [2, 1], [0, 2]]), None)  # 0 -> 1 but not 1 -> 0
+def _symmetric_on_the_data(exclude: torch.Tensor) -> bool:
+    """Column j excluded from row i exactly when i is from j, read from the exclusions themselves."""
+    rows = torch.arange(exclude.shape[0])
+    return bool((exclude[exclude] == rows[:, None, None]).any(dim=2).all())
+
+
+@pytest.mark.parametrize("layout", ["simclr", "grace", "cross_view"])
+@pytest.mark.parametrize("labelled", [False, True])
+def test_a_block_is_mirrored_exactly_where_its_layout_built_it_symmetric(layout: str, labelled: bool) -> None:
+    """The kernels trust the layout's word (``mirrored``: no read of the device); the word is checked here against
+    the exclusions, and the labels' against theirs."""
+    y = torch.tensor([0, 1, 0, 1, 2]) if labelled else None
+    loss = clp.build_loss("infonce", layout=layout, label_policy="exclude" if labelled else None)
+    z1, z2 = torch.randn(5, 4), torch.randn(5, 4)
+    for block in loss.blocks(z1, z2, labels=y):
+        lazy = block.lazy()
+        assert lazy.mirrored == (lazy.anchors is lazy.candidates) == (layout != "cross_view")
+        if lazy.mirrored:
+            assert _symmetric_on_the_data(block.exclude_cols) and (not labelled or block.labels.symmetric)
+
+
+def test_labels_that_differ_by_side_are_not_mirrored() -> None:
     y = torch.tensor([0, 1, 0, 1])
     policy = LabelPolicy("exclude")
-    assert halves.is_symmetric(pairs, BlockLabels(y, y.clone(), policy))
-    assert not halves.is_symmetric(pairs, BlockLabels(y, y.flip(0), policy))
+    assert BlockLabels(y, y.clone(), policy).symmetric and not BlockLabels(y, y.flip(0), policy).symmetric
