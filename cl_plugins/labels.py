@@ -92,9 +92,10 @@ class BlockLabels:
         return self.anchor[rows, None] == self.candidate[None, cols]
 
     @property
-    def symmetric(self) -> bool:
-        """The anchors are the candidates (a SimCLR block in one process)."""
-        return self.anchor.shape == self.candidate.shape and torch.equal(self.anchor, self.candidate)
+    def mirrored(self) -> bool:
+        """The anchors' labels are the candidates' (a SimCLR block in one process): one tensor, as the layout
+        made it, so that no value is read from the device to tell."""
+        return self.anchor is self.candidate
 
 
 @dataclass

@@ -218,7 +218,8 @@ def _simclr(z1: torch.Tensor, z2: torch.Tensor, gather: Gather, labels: Labels |
     if labels is not None:
         everyone = labels.gathered()
         refuse_anchors_without_negatives(everyone, everyone)
-        block.labels = labels.block(labels.y.repeat(2), everyone.repeat(2))
+        anchor_labels = labels.y.repeat(2)
+        block.labels = labels.block(anchor_labels, anchor_labels if same else everyone.repeat(2))
     return [block]
 
 

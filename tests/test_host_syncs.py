@@ -97,8 +97,8 @@ def test_no_sync_on_the_kernel_by_halves(strategy: str, monkeypatch: pytest.Monk
     """SimCLR's block against itself streams by halves on the CPU from N 2,048: taken here at N 12."""
     monkeypatch.setattr(dispatch, "HALVES_FROM_ELEMENTS", 0)
     calls = []
-    original = halves._SymmetricNegativeLSE.apply
-    monkeypatch.setattr(halves._SymmetricNegativeLSE, "apply", lambda *a: calls.append(1) or original(*a))
+    original = halves._HalvesNegativeLSE.apply
+    monkeypatch.setattr(halves._HalvesNegativeLSE, "apply", lambda *a: calls.append(1) or original(*a))
     loss, call = build(strategy, "simclr")
     v = views()
     assert syncs(lambda: call_loss(loss, call, v).backward()) == 0 and calls

@@ -35,16 +35,16 @@ if TYPE_CHECKING:
     from ..labels import BlockLabels
 
 
-def is_symmetric(request: Request) -> bool:
-    """Whether the non-negatives of a block of anchors against themselves are symmetric: column j excluded from
-    row i exactly when i is from j (as the layout declared it built them: ``request.mirrored``), and the anchors'
-    labels the candidates'. From what the host knows: no read of the exclusions."""
+def mirrored(request: Request) -> bool:
+    """Whether a block of anchors against themselves is its own transpose: column j excluded from row i exactly
+    when i is from j (as the layout declared it built them: ``request.mirrored``), and the anchors' labels the
+    candidates'. From what the host knows: no read of the exclusions."""
     labels: BlockLabels | None = request.labels
-    return request.mirrored and (labels is None or labels.symmetric)
+    return request.mirrored and (labels is None or labels.mirrored)
 
 
-class Symmetric:
-    """The backend of a block of anchors against themselves by halves: bounded sums, symmetric exclusions."""
+class Halves:
+    """The backend of a block of anchors against themselves by halves: bounded sums, a mirrored block."""
 
     name = "halves"
     may_fail = False
@@ -63,21 +63,21 @@ class Symmetric:
         """
         units, scale = request.candidates, request.scale
         plan = make_plan(request, units)
-        if not (plan.bounded and is_symmetric(request)):
+        if not (plan.bounded and mirrored(request)):
             return None
         if not isinstance(scale, torch.Tensor):  # made on the device: a copy from the host would wait
             scale = torch.full((), float(scale), dtype=units.dtype, device=units.device)
-        return request.reported(_SymmetricNegativeLSE.apply(units, scale, plan))
+        return request.reported(_HalvesNegativeLSE.apply(units, scale, plan))
 
 
-BACKEND = Symmetric()
+BACKEND = Halves()
 
 
 def _side(plan: _Plan, device: torch.device) -> int:
     return min(tile_sizes(plan.rows, plan.cols, device))
 
 
-class _SymmetricNegativeLSE(torch.autograd.Function):
+class _HalvesNegativeLSE(torch.autograd.Function):
     @staticmethod
     def forward(ctx, u, scale, plan):  # type: ignore[override]
         with torch.autocast(device_type=u.device.type, enabled=False), torch.no_grad():

@@ -17,7 +17,7 @@ takes if it asks with the same map and scale; else the partner runs on its own, 
 adds nothing to the backward.
 
 A block that is its own transpose (SimCLR's anchors against themselves in one process, with symmetric exclusions
-and labels: :func:`~cl_plugins.kernels.halves.is_symmetric`) needs no second forward: its columns' LSE is its
+and labels: :func:`~cl_plugins.kernels.halves.mirrored`) needs no second forward: its columns' LSE is its
 rows'. With H = G + G^T its gradient is dU = s H U for the logits s U U^T, and one backward kernel gives H U: three
 products where the anchors and candidates apart take five (:func:`triton_self_negative_lse`, the Triton form of the
 CPU's block by halves), :class:`TritonSelf`.
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from .contract import LogitMap, Request
-from .halves import is_symmetric
+from .halves import mirrored
 from .streaming import refuse_second_derivative
 from .triton_lse import Triton, _Spec, backward_launch, forward_lse, prepare, streamed_gradients, supports
 
@@ -122,7 +122,7 @@ class TritonSelf:
         return request.own and not request.ratios and supports(request, request.anchors.dtype)
 
     def run(self, request: Request) -> list[torch.Tensor] | None:
-        if not is_symmetric(request):
+        if not mirrored(request):
             return None
         units, scale = request.candidates, request.scale
         if not isinstance(scale, torch.Tensor):  # made on the device: a copy from the host would wait

@@ -45,8 +45,8 @@ def _assert_same(a: tuple, b: tuple, rtol: float, atol: float) -> None:
 
 def _count_symmetric(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls: list[int] = []
-    original = halves._SymmetricNegativeLSE.apply
-    monkeypatch.setattr(halves._SymmetricNegativeLSE, "apply", lambda *a: calls.append(1) or original(*a))
+    original = halves._HalvesNegativeLSE.apply
+    monkeypatch.setattr(halves._HalvesNegativeLSE, "apply", lambda *a: calls.append(1) or original(*a))
     return calls
 
 
@@ -67,7 +67,7 @@ def test_symmetric_kernel_equals_dense_float64(name: str, options: dict, side: s
 @pytest.mark.parametrize("name", STREAMABLE)
 def test_symmetric_kernel_equals_plain_streaming_float32(name: str, side: str, monkeypatch) -> None:
     by_halves = _run(name, "stream", torch.float32)
-    monkeypatch.setattr(halves, "is_symmetric", lambda *args: False)
+    monkeypatch.setattr(halves, "mirrored", lambda *args: False)
     _assert_same(by_halves, _run(name, "stream", torch.float32), rtol=1e-5, atol=1e-6)
 
 
@@ -128,10 +128,10 @@ def test_a_block_is_mirrored_exactly_where_its_layout_built_it_symmetric(layout:
         lazy = block.lazy()
         assert lazy.mirrored == (lazy.anchors is lazy.candidates) == (layout != "cross_view")
         if lazy.mirrored:
-            assert _symmetric_on_the_data(block.exclude_cols) and (not labelled or block.labels.symmetric)
+            assert _symmetric_on_the_data(block.exclude_cols) and (not labelled or block.labels.mirrored)
 
 
 def test_labels_that_differ_by_side_are_not_mirrored() -> None:
     y = torch.tensor([0, 1, 0, 1])
     policy = LabelPolicy("exclude")
-    assert BlockLabels(y, y.clone(), policy).symmetric and not BlockLabels(y, y.flip(0), policy).symmetric
+    assert BlockLabels(y, y, policy).mirrored and not BlockLabels(y, y.clone(), policy).mirrored
