@@ -285,7 +285,7 @@ class ContrastiveLoss(nn.Module):
         else:
             neg = ~pos_mask if neg_mask is None else neg_mask
         check_choice("average", average, ("row", "pair"))
-        self._stats = {}
+        self._stats, self._call_memo = {}, {}
         keep = neg.any(dim=1)
         if not bool(keep.all()):
             return self._some_rows_without_negatives(sim, pos_mask, neg, keep, average)
