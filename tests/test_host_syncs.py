@@ -13,7 +13,7 @@ from torch.profiler import ProfilerActivity, profile
 
 import cl_plugins as clp
 from cl_plugins import deferred
-from cl_plugins.kernels import dispatch, halves
+from cl_plugins.kernels import contract, dispatch, halves
 from cl_plugins.registry import get_loss_class
 
 #: ``bool(t)`` and ``.item()`` both end in ``_local_scalar_dense`` (one event per read); ``nonzero`` sizes its output
@@ -28,6 +28,12 @@ LAYOUTS = {
     "hard_negatives": ({"layout": "cross_view", "hard_negative_weight": 0.5}, {"hard_negatives": True}),
     "queue": ({"layout": "queue"}, {"queue": True}),
 }
+
+
+@pytest.fixture(autouse=True)
+def as_on_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The path a GPU takes: on the CPU a kernel's bound is read from the values (the host is the device there)."""
+    monkeypatch.setattr(contract, "BOUND_FROM_VALUES_ON_CPU", False)
 
 
 def views(n: int = 12, d: int = 16, seed: int = 0) -> dict[str, torch.Tensor]:
@@ -197,3 +203,16 @@ def test_the_kernels_bound_holds(strategy: str, layout: str, monkeypatch: pytest
         loss.clamp_()
     call_loss(loss, call, v)
     assert all(math.isfinite(x) for x in seen)
+
+
+def test_on_the_cpu_a_learned_temperature_keeps_the_bounded_plans(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Eagerly on the CPU the bound is read from the values: a learned tau of 0.07 (not its floor of 0.01) keeps
+    the sums without a running maximum, and SimCLR's block streams by halves."""
+    monkeypatch.setattr(contract, "BOUND_FROM_VALUES_ON_CPU", True)
+    monkeypatch.setattr(dispatch, "HALVES_FROM_ELEMENTS", 0)
+    calls = []
+    original = halves._HalvesNegativeLSE.apply
+    monkeypatch.setattr(halves._HalvesNegativeLSE, "apply", lambda *a: calls.append(1) or original(*a))
+    loss, call = build("learnable", "simclr")
+    call_loss(loss, call, views())
+    assert calls
