@@ -52,8 +52,10 @@ def call_loss(loss: torch.nn.Module, call: dict, v: dict[str, torch.Tensor]) -> 
     return loss(v["z1"], v["z2"], **extra)
 
 
-#: the reads of a CPU tensor that reach no aten operation, so no profiler event (on a GPU each is a copy that waits)
-READS = ("tolist", "item", "__bool__", "__int__", "__float__")
+#: the reads of a CPU tensor that reach no aten operation, so no profiler event (on a GPU each is a copy that waits),
+#: and ``new_tensor`` of host data (on a GPU a copy from pageable memory, which waits too: found by the H200's sync
+#: debug mode, which the CPU profiler cannot see)
+READS = ("tolist", "item", "__bool__", "__int__", "__float__", "new_tensor")
 
 
 def syncs(fn) -> int:
@@ -63,6 +65,8 @@ def syncs(fn) -> int:
         for name in READS:
             original = getattr(torch.Tensor, name)
             patch.setattr(torch.Tensor, name, lambda self, *a, _o=original, _n=name: calls.append(_n) or _o(self, *a))
+        original_tensor = torch.tensor
+        patch.setattr(torch, "tensor", lambda *a, **k: calls.append("tensor") or original_tensor(*a, **k))
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             fn()
     return sum(e.name in SYNCS for e in prof.events()) + len(calls)
@@ -71,7 +75,7 @@ def syncs(fn) -> int:
 def test_the_count_sees_every_kind_of_read() -> None:
     t = torch.ones(3)
     for read in (lambda: bool(t.any()), lambda: t.sum().item(), lambda: t.tolist(), lambda: float(t[0]),
-                 lambda: t.nonzero()):  # fmt: skip
+                 lambda: t.nonzero(), lambda: t.new_tensor(2.0), lambda: torch.tensor(2.0)):  # fmt: skip
         assert syncs(read) >= 1
     assert syncs(lambda: t + 1) == 0
 
