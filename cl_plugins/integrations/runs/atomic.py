@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from . import bounded_json
+
 MARKER = ".cl_plugins_complete"
 _REACHED: dict[str, int] = {}
 
@@ -133,8 +135,8 @@ def listing(folder: Path) -> dict[str, list[int | str]]:
 def damage(folder: Path) -> str | None:
     """What differs between a complete folder and the files its marker lists (missing, added, changed), in a few
     words naming the file; None when every file is the one that was written."""
-    try:
-        listed = json.loads((folder / MARKER).read_text())["files"]
+    try:  # bounded: a forged marker nested a million levels deep is unreadable, not a RecursionError
+        listed = bounded_json.read(folder / MARKER)["files"]
         if not isinstance(listed, dict):
             raise TypeError(type(listed).__name__)
     except (OSError, ValueError, KeyError, TypeError):

@@ -162,3 +162,14 @@ def test_an_intact_checkpoint_resumes_exactly(runs, tmp_path):
     resumed = _train(tmp_path / "run", 3, resume=True)
     straight = _train(tmp_path / "straight", 3)
     assert all(torch.equal(a, b) for a, b in zip(resumed.state_dict().values(), straight.state_dict().values()))
+
+
+@pytest.mark.parametrize("marker", ["[" * 100_000 + "]" * 100_000, '{"files": 1' + "0" * 5000 + "}", "\udcff"],
+                         ids=["nested", "long-integer", "not-utf8"])  # fmt: skip
+def test_a_forged_marker_is_unreadable_not_a_traceback(tmp_path: Path, marker: str) -> None:
+    """A marker nested too deep, with an integer of thousands of digits or not UTF-8: one line, no RecursionError."""
+    folder = tmp_path / "step_1"
+    with atomic.folder(folder) as tmp:
+        (tmp / "weights.bin").write_bytes(b"0")
+    (folder / atomic.MARKER).write_bytes(marker.encode("utf-8", "surrogateescape"))
+    assert atomic.damage(folder) == f"{atomic.MARKER} (its list of files) is missing or unreadable"
