@@ -32,6 +32,7 @@ from .validation import (
     check_range,
     check_similarity,
     check_state_fits,
+    looks_like_embeddings,
 )
 
 Reduction = Literal["mean", "sum", "none"]
@@ -562,6 +563,4 @@ def _unit_if_tensor(x: torch.Tensor | None, name: str | None,
     """Unit rows of a queue or hard negatives that look like embeddings (their rows checked as ``name`` with
     ``checks``, :func:`~cl_plugins.layouts.unit_rows`); anything else goes on unchanged to the layout's checks, which
     refuse it with a message naming it."""
-    if isinstance(x, torch.Tensor) and x.dim() == 2 and x.is_floating_point() and x.numel() > 0:
-        return unit_rows(x, name, checks=checks)
-    return x
+    return unit_rows(x, name, checks=checks) if looks_like_embeddings(x) else x

@@ -33,7 +33,7 @@ from .distributed import check_agreement, gather_with_grad, is_distributed
 from .kernels.contract import Bond, KernelChoice
 from .kernels.lazy import LazyLogits
 from .labels import BlockLabels, Labels
-from .validation import check_embeddings, check_feature_dim, check_integer_labels, check_rows, check_same, deferred_rows
+from .validation import check_embeddings, check_feature_dim, check_integer_labels, check_same, passing_rows
 
 
 class NoNegatives(ValueError):
@@ -156,11 +156,8 @@ def unit_rows(x: torch.Tensor, name: str | None = None, allow_zero_rows: bool = 
     x = at_least_float32(x)
     with torch.no_grad():
         peak = x.detach().abs().amax(dim=1, keepdim=True)
-        ok = None
-        if name is not None and checks is None:
-            check_rows(x, peak, name, allow_zero_rows)
-        elif name is not None:
-            ok = deferred_rows(x, peak, name, allow_zero_rows, checks)
+        ok = None if name is None else passing_rows(x, peak, name, allow_zero_rows, checks)
+        if ok is not None:
             peak = torch.where(ok, peak, 1.0)
         # an all-zero row divides by 1; a row of subnormal entries by its own peak (a clamp to the smallest normal
         # number would leave it short of unit norm), which the check refuses when the row is named

@@ -100,24 +100,30 @@ def bad_rows(peak: torch.Tensor, allow_zero_rows: bool = False) -> torch.Tensor:
     return ~ok
 
 
-def deferred_rows(z: torch.Tensor, peak: torch.Tensor, name: str, allow_zero_rows: bool,
-                  checks: DeferredChecks) -> torch.Tensor:  # fmt: skip
-    """:func:`check_rows` as a deferred check (:mod:`cl_plugins.deferred`): the rows [N, 1] that pass."""
+def passing_rows(z: torch.Tensor, peak: torch.Tensor, name: str, allow_zero_rows: bool,
+                 checks: DeferredChecks | None) -> torch.Tensor | None:  # fmt: skip
+    """:func:`check_rows` at once without ``checks`` (None); with them deferred (:mod:`cl_plugins.deferred`), and
+    the rows [N, 1] that pass."""
+    if checks is None:
+        check_rows(z, peak, name, allow_zero_rows)
+        return None
     bad = bad_rows(peak, allow_zero_rows)
     checks.add(bad.any(), check_rows, z, peak, name, allow_zero_rows)
     return ~bad
 
 
 def checked_rows(z: torch.Tensor, name: str, allow_zero_rows: bool, checks: DeferredChecks | None) -> torch.Tensor:
-    """``z`` with its rows checked (:func:`check_rows`): at once without ``checks``; deferred with them, the rows
-    they flag replaced by zeros (with a zero gradient)."""
+    """``z`` with its rows checked (:func:`passing_rows`), the rows a deferred check flags replaced by zeros (with a
+    zero gradient)."""
     with torch.no_grad():
-        peak = z.detach().abs().amax(dim=1, keepdim=True)
-        if checks is None:
-            check_rows(z, peak, name, allow_zero_rows)
-            return z
-        ok = deferred_rows(z, peak, name, allow_zero_rows, checks)
-    return torch.where(ok, z, 0.0)
+        ok = passing_rows(z, z.detach().abs().amax(dim=1, keepdim=True), name, allow_zero_rows, checks)
+    return z if ok is None else torch.where(ok, z, 0.0)
+
+
+def looks_like_embeddings(x: object) -> bool:
+    """A non-empty 2-D floating tensor: rows a loss may check and normalise (anything else goes on to the checks
+    that refuse it with a message naming it)."""
+    return isinstance(x, torch.Tensor) and x.dim() == 2 and x.is_floating_point() and x.numel() > 0
 
 
 def check_rows(z: torch.Tensor, peak: torch.Tensor, name: str, allow_zero_rows: bool = False) -> None:

@@ -321,6 +321,13 @@ class Request:
             return self.anchors
         return self.anchors * self.scale
 
+    def scale_tensor(self) -> torch.Tensor:
+        """``scale`` as a 0-d tensor of the rows' dtype, for a kernel that takes a learned one's gradient: a float made
+        on the device (a copy from the host would wait)."""
+        if isinstance(self.scale, torch.Tensor):
+            return self.scale
+        return torch.full((), float(self.scale), dtype=self.candidates.dtype, device=self.candidates.device)
+
     def candidates_beside(self, anchors: torch.Tensor) -> torch.Tensor:
         """The candidates as a kernel's autograd function takes them beside ``anchors``: a view where both are one
         tensor (a block against itself at scale 1), since ``torch.compile`` traces no function given a tensor
@@ -344,6 +351,13 @@ class Request:
         return abs(self.scale) * UNIT_NORM_SLACK if isinstance(self.scale, float) else None
 
     def _bound_from_values(self) -> float | None:
+        """Read once per request: a backend that declines it and the next share it (kept by hand: a
+        ``functools.cached_property`` takes a lock, which ``torch.compile`` cannot trace even where unused)."""
+        if "_read_bound" not in self.__dict__:
+            self.__dict__["_read_bound"] = self._read_bound()
+        return self.__dict__["_read_bound"]
+
+    def _read_bound(self) -> float | None:
         with torch.no_grad():
             norms = [x.detach().norm(dim=1).amax() for x in (self.anchors, self.candidates) if x.shape[0]]
             if len(norms) < 2:  # an empty side: nothing to sum, the kernels' own checks speak

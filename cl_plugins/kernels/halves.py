@@ -61,13 +61,11 @@ class Halves:
             anchors = candidates: [A, D] unit rows; scale: a float or a 0-dim tensor (a learnable 1 / tau gets its
             gradient). Returns ``1 + len(ratios)`` tensors [A].
         """
-        units, scale = request.candidates, request.scale
+        units = request.candidates
         plan = make_plan(request, units)
         if not (plan.bounded and mirrored(request)):
             return None
-        if not isinstance(scale, torch.Tensor):  # made on the device: a copy from the host would wait
-            scale = torch.full((), float(scale), dtype=units.dtype, device=units.device)
-        return request.reported(_HalvesNegativeLSE.apply(units, scale, plan))
+        return request.reported(_HalvesNegativeLSE.apply(units, request.scale_tensor(), plan))
 
 
 BACKEND = Halves()

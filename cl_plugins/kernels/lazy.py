@@ -65,20 +65,21 @@ class LazyLogits:
         return self.anchors.dtype
 
     def __truediv__(self, tau: float | torch.Tensor) -> LazyLogits:
-        if self.logit_map is not None:
-            raise TypeError("mapped logits cannot be rescaled: put the temperature into the logit map")
-        return replace(self, scale=self.scale / tau, largest=None, divided_by=None)
+        return self._rescaled(tau)
 
     def divided(self, tau: torch.Tensor, at_least: float) -> LazyLogits:
         """The logits divided by a temperature tensor ``tau`` that is never below ``at_least`` (> 0): the kernels
         then know the largest |logit| without reading ``tau`` (:attr:`~.contract.Request.bound`)."""
         if not isinstance(self.scale, float):
             raise TypeError("divided() takes unscaled logits: divide once, by the whole temperature")
+        # a method, not ``self / tau``: torch.compile reads the division of an object by a tensor as a tensor's
+        return self._rescaled(tau, abs(self.scale) / at_least * UNIT_NORM_SLACK, (self.scale, tau))
+
+    def _rescaled(self, tau: float | torch.Tensor, largest: float | None = None,
+                  divided_by: tuple[float, torch.Tensor] | None = None) -> LazyLogits:  # fmt: skip
         if self.logit_map is not None:
             raise TypeError("mapped logits cannot be rescaled: put the temperature into the logit map")
-        # a replace, not ``self / tau``: torch.compile reads the division of an object by a tensor as a tensor's
-        largest = abs(self.scale) / at_least * UNIT_NORM_SLACK
-        return replace(self, scale=self.scale / tau, largest=largest, divided_by=(self.scale, tau))
+        return replace(self, scale=self.scale / tau, largest=largest, divided_by=divided_by)
 
     def mapped(self, logit_map: LogitMap) -> LazyLogits:
         """Logits ``logit_map.value(cosine)`` (per-pair strategies)."""

@@ -124,10 +124,7 @@ class TritonSelf:
     def run(self, request: Request) -> list[torch.Tensor] | None:
         if not mirrored(request):
             return None
-        units, scale = request.candidates, request.scale
-        if not isinstance(scale, torch.Tensor):  # made on the device: a copy from the host would wait
-            scale = torch.full((), float(scale), dtype=units.dtype, device=units.device)
-        return request.reported(_TritonSelfLSE.apply(units, scale, request))
+        return request.reported(_TritonSelfLSE.apply(request.candidates, request.scale_tensor(), request))
 
 
 def _same_scale(first: Request, second: Request) -> bool:

@@ -64,6 +64,7 @@ from ...validation import (
     check_range,
     check_temperature,
     checked_rows,
+    looks_like_embeddings,
 )
 from .temperatures import AnchorTemperature, BilinearTemperature, PairTemperatureMLP, rowwise_scores
 
@@ -220,8 +221,7 @@ class AMCLLoss(ContrastiveLoss):
             check_feature_dim(z1, self.dim, "h1", f"dim={self.dim}")
             if hard_negatives is not None:
                 check_feature_dim(hard_negatives, self.dim, "hard_negatives", f"dim={self.dim}")
-        hard = hard_negatives
-        if isinstance(hard, torch.Tensor) and hard.dim() == 2 and hard.is_floating_point() and hard.numel():
+        if looks_like_embeddings(hard_negatives):
             # checked here, before the heads, as the layout checks the other strategies' (always)
             hard_negatives = checked_rows(hard_negatives, "hard_negatives", True, self.input_checks)
         # half-precision features from a half-precision backbone meet float32 heads (a GPU check finding);
