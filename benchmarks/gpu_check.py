@@ -13,12 +13,15 @@ bundled first, here, into an ignored folder that the call carries::
 
 ``--wheels DIR`` adds the Python wheels the GPU image lacks (``datasets``, ``dill``, ``multiprocess`` for the text
 trainers; ``rdkit`` for GraphCL transfer, if it fits); they are installed there into a folder on PYTHONPATH.
+``DIR/build/`` holds a ``setuptools`` wheel (>= 77): with it the check installs this checkout there (editable,
+offline), since ``integrations/`` imports as ``cl_plugins.integrations`` only through an install (``setup.py``).
 On the CPU (CI): ``python benchmarks/gpu_check.py --device cpu --quick --out DIR`` runs a slice of each part.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -84,6 +87,26 @@ def install_wheels(bundle: Path, work: Path) -> str | None:
         print(f"the bundle's wheels did not install: {res.stderr.strip()[-500:]}", file=sys.stderr)
         return None
     return str(site)
+
+
+def install_checkout(bundle: Path | None) -> bool:
+    """Make ``cl_plugins.integrations`` importable here and in the check's children; True when this process must
+    restart to see it. ``integrations/`` takes that name only through an install (``setup.py``), so a bare checkout
+    is installed editable into this interpreter, offline, its build tools from the bundle's ``wheels/build/``."""
+    if importlib.util.find_spec("cl_plugins.integrations") is not None:
+        return False
+    tools = bundle / "wheels" / "build" if bundle else None
+    if tools is None or not list(tools.glob("*.whl")):
+        raise SystemExit("error: cl_plugins.integrations is not importable: run `pip install -e .` here first, or "
+                         "bundle a setuptools wheel under --wheels DIR/build/ (see this file's docstring)")
+    cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--find-links", str(tools), "--no-deps", "-e",
+           str(ROOT)]  # fmt: skip
+    env = {**os.environ, "PIP_BREAK_SYSTEM_PACKAGES": "1"}  # a throwaway machine's system Python (PEP 668)
+    for extra in ([], ["--user"]):  # the interpreter's own site-packages, else the user's
+        res = subprocess.run([*cmd, *extra], capture_output=True, text=True, env=env)
+        if res.returncode == 0:
+            return True
+    raise SystemExit(f"error: installing this checkout failed: {res.stderr.strip()[-500:]}")
 
 
 class Report:
@@ -252,6 +275,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.make_bundle:
         make_bundle(args.make_bundle, shared / "data", shared / "upstream", args.wheels)
         return {}
+    if install_checkout(args.bundle):  # the editable install's import hook loads when Python starts
+        os.execv(sys.executable, [sys.executable, *sys.argv])
     deadline = time.monotonic() + args.budget_s
     data = args.bundle / "data" if args.bundle else Path(os.environ.get("CL_PLUGINS_DATA", shared / "data"))
     upstream = args.bundle / "upstream" if args.bundle else shared / "upstream"

@@ -12,7 +12,7 @@ Parts:
   images per class for ``--epochs`` epochs (batch 128, SGD lr 0.06, cosine, SimCLR augmentation at
   32 × 32); kNN (k 200, t 0.1) with the whole training split as the bank and linear probing, on the
   whole test split. The vision settings of each strategy are in
-  ``cl_plugins/integrations/hosts/vision/ssl_methods.py`` (MACL τ0 0.1 α 0.5 A0 0, DySTreSS 0.07–0.2, dual τα 0.1
+  ``integrations/hosts/vision/ssl_methods.py`` (MACL τ0 0.1 α 0.5 A0 0, DySTreSS 0.07–0.2, dual τα 0.1
   τβ 1.0, InfoNCE τ 0.1).
 * ``msc``: MSC on one-class CIFAR-10 with the default backbone (the ``ssl`` part's ``infonce``
   SimCLR backbone of seed 0: CIFAR-10 training images, no labels), each strategy in place of

@@ -23,7 +23,15 @@ from .kernels.contract import KernelChoice, KernelHealth
 from .kernels.dispatch import KERNELS, choose
 from .labels import Labels, refuse_replaced
 from .labels import label_policy as label_policy_of
-from .layouts import LAYOUTS, NoNegatives, PairBlock, at_least_float32, build_blocks, unit_rows
+from .layouts import (
+    LAYOUTS,
+    NoNegatives,
+    PairBlock,
+    at_least_float32,
+    build_blocks,
+    no_negatives_message,
+    unit_rows,
+)
 from .validation import (
     ArgumentTypeError,
     check_choice,
@@ -232,7 +240,8 @@ class ContrastiveLoss(nn.Module):
                 refuse_on_every_rank()  # the other ranks wait in the first gather: they stop with this one
             raise
         self._stats = {}
-        return self.deferred_checks.settle(self._reduce(self.blocks_loss(prepared, z1, z2), global_batch=True))
+        per_anchor = self._where_labels_leave_no_negatives(self.blocks_loss(prepared, z1, z2), z1)
+        return self.deferred_checks.settle(self._reduce(per_anchor, global_batch=True))
 
     def prepare_blocks(self, z1: torch.Tensor, z2: torch.Tensor, *, queue: torch.Tensor | None,
                        hard_negatives: torch.Tensor | None, labels: torch.Tensor | None,
@@ -322,6 +331,26 @@ class ContrastiveLoss(nn.Module):
             return f"{form} has no positive in its denominator, which is then empty: its loss is undefined"
         return ""
 
+    def _where_labels_leave_no_negatives(self, per_anchor: torch.Tensor, z1: torch.Tensor) -> torch.Tensor:
+        """:meth:`without_negatives` decided on the device, where the labels' checks are deferred and every anchor's
+        label covers every candidate (the layout made the labels distinct then, so the discarded values are
+        finite): 0 per anchor with zero gradients, or the refusal as a deferred check."""
+        flagged = self._call_memo.get("labels_without_negatives")
+        if flagged is None:
+            return per_anchor
+        every, candidates = flagged
+        refused = self._refused_without_negatives()
+        if refused:
+            self.deferred_checks.add(every, _refuse_without_negatives, candidates, refused)
+            return per_anchor
+        rows = self._anchor_rows(z1)
+        self.record(**{_BATCH_WITHOUT_NEGATIVES: lambda: every.to(torch.float32) * rows})
+        return torch.where(every, torch.zeros_like(per_anchor), per_anchor)
+
+    def _anchor_rows(self, z1: torch.Tensor) -> int:
+        """The anchors of a call with views of ``z1``'s rows."""
+        return z1.shape[0] * (2 if self.layout in ("simclr", "grace") or self.symmetric else 1)
+
     def without_negatives(self, exc: NoNegatives, z1: torch.Tensor, *tied: torch.Tensor | None) -> torch.Tensor:
         """The loss of a batch in which no anchor has a negative: 0 per anchor, with zero gradients for the inputs
         and the strategy's parameters (so that every parameter has one, as DDP expects); ``stats`` count the rows
@@ -330,7 +359,7 @@ class ContrastiveLoss(nn.Module):
         refused = self._refused_without_negatives()
         if refused:
             raise ValueError(f"{exc}; {refused}: use a batch of at least 2 with two labels") from None
-        rows = z1.shape[0] * (2 if self.layout in ("simclr", "grace") or self.symmetric else 1)
+        rows = self._anchor_rows(z1)
         dtype = torch.promote_types(z1.dtype, torch.float32)  # the loss's dtype on these inputs
         tie = sum((0.0 * t.sum().to(dtype) for t in (z1, *tied, *self.parameters()) if t is not None
                    and t.requires_grad), torch.zeros((), device=z1.device, dtype=dtype))  # fmt: skip
@@ -359,6 +388,9 @@ class ContrastiveLoss(nn.Module):
                 out[key] = max(nums)
             else:
                 out[key] = sum(nums) / len(nums)
+        batch = out.pop(_BATCH_WITHOUT_NEGATIVES, 0.0)
+        if batch:  # a batch the loss set aside: its loss (0) alone, the other numbers are of no batch
+            return {"rows_without_negative": batch, **{k: v for k, v in out.items() if k == "loss"}}
         return out
 
     # ------------------------------------------------------------------ building blocks
@@ -385,8 +417,8 @@ class ContrastiveLoss(nn.Module):
         call = f"{self.name}|{self.layout}|{self.symmetric}|{queue is None}|{hard_negatives is None}|{labels is None}"
         tag = call_tag(call)  # the processes must agree on the call, or each would wait for another
         policy, gather = self.label_policy, self.gather_distributed
-        marked = None if labels is None else Labels(labels, queue_labels, policy, gather, tag)
-        return build_blocks(
+        marked = None if labels is None else Labels(labels, queue_labels, policy, gather, tag, self.input_checks)
+        blocks = build_blocks(
             self.layout,
             z1,
             z2,
@@ -399,6 +431,9 @@ class ContrastiveLoss(nn.Module):
             labels=marked,
             rows_checked=rows_checked,
         )
+        if marked is not None and marked.without_negatives is not None:
+            self.once_per_call("labels_without_negatives", lambda: marked.without_negatives)
+        return blocks
 
     @property
     def uses_labels(self) -> bool:
@@ -552,6 +587,14 @@ def call_tag(call: str) -> int:
     for char in call:
         h = ((h ^ ord(char)) * 0x01000193) & 0xFFFFFFFF
     return h
+
+
+#: the stats key of the anchors of a batch without negatives, read by :attr:`ContrastiveLoss.stats`
+_BATCH_WITHOUT_NEGATIVES = "_batch_without_negatives"
+
+
+def _refuse_without_negatives(candidates: torch.Tensor, refused: str) -> None:
+    raise ValueError(f"{no_negatives_message(candidates)}; {refused}: use a batch of at least 2 with two labels")
 
 
 def _shape(x: object) -> str:

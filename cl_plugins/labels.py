@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .deferred import DeferredChecks
 from .distributed import gather_no_grad, is_distributed
 from .validation import ArgumentTypeError, check_choice
 
@@ -109,6 +110,11 @@ class Labels:
     policy: LabelPolicy
     gather: bool = True
     tag: int = 0
+    #: where the checks of the labels go (:mod:`cl_plugins.deferred`; None: at once, reading the host)
+    checks: DeferredChecks | None = None
+    #: set by the layout where the checks are deferred: (whether every anchor's label covers every candidate, the
+    #: candidates' labels), for the loss to give its defined 0 or its refusal
+    without_negatives: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def gathered(self) -> torch.Tensor:
         """Every process's labels, in the order the candidates are gathered."""

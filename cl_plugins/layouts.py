@@ -75,21 +75,30 @@ class PairBlock:
     def label_pairs(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(anchor rows, candidate indices) [Q] of every candidate of its anchor's label other than the anchor's
         own positive and itself (its excluded columns): the other positives when labels make positives, by row.
-        From the sorted candidate labels, never an [A, M] mask."""
+        From the sorted candidate labels, never an [A, M] mask. Q depends on the labels: it is read from the device
+        once (the one host read of a call with labels as positives)."""
         assert self.labels is not None
         anchor, cand = self.labels.anchor.long(), self.labels.candidate.long()
         order = torch.argsort(cand, stable=True)
         ordered = cand[order]
         start = torch.searchsorted(ordered, anchor)
         counts = torch.searchsorted(ordered, anchor, right=True) - start
-        rows = torch.repeat_interleave(_arange(anchor.shape[0], anchor), counts)
-        first = torch.repeat_interleave(start - (torch.cumsum(counts, 0) - counts), counts)
-        cols = order[first + _arange(rows.shape[0], anchor)]
         offset = 0 if self.positives is None else 1  # a queue's separate positive column comes first
+        excluded = self.exclude_cols - offset
+        inside = (excluded >= 0) & (excluded < cand.shape[0])
+        shared = inside & (cand[excluded.clamp(0, cand.shape[0] - 1)] == anchor[:, None])
+        listed = counts.sum()
+        listed, kept_pairs = torch.stack([listed, listed - shared.sum()]).tolist()
+        torch._check(0 <= kept_pairs)  # what torch.compile with capture_scalar_outputs must know of the two
+        torch._check(kept_pairs <= listed)
+        rows = torch.repeat_interleave(_arange(anchor.shape[0], anchor), counts, output_size=listed)
+        first = torch.repeat_interleave(start - (torch.cumsum(counts, 0) - counts), counts, output_size=listed)
+        cols = order[first + _arange(listed, anchor)]
         kept = torch.ones_like(rows, dtype=torch.bool)
-        for excluded in self.exclude_cols.unbind(dim=1):  # one [P] comparison at a time: no [P, k] temporary
-            kept &= cols + offset != excluded[rows]
-        return rows[kept], cols[kept]
+        for column in self.exclude_cols.unbind(dim=1):  # one [Q] comparison at a time: no [Q, k] temporary
+            kept &= cols + offset != column[rows]
+        keep = torch.argsort((~kept).to(torch.uint8), stable=True)[:kept_pairs]  # the kept, in their order
+        return rows[keep], cols[keep]
 
     def _unit(self, x: torch.Tensor) -> torch.Tensor:
         return x if self.normalized else unit_rows(x)
@@ -181,21 +190,50 @@ def _local(x: torch.Tensor) -> tuple[torch.Tensor, int]:
 Gather = Callable[[torch.Tensor], tuple[torch.Tensor, int]]
 
 
+def _missing_negatives(anchors: torch.Tensor, candidates: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(some, every) as 0-d bool tensors: an anchor's label covers every candidate, for some or every anchor."""
+    first = candidates[0]
+    one_label, shared = (candidates == first).all(), anchors == first
+    return one_label & shared.any(), one_label & shared.all()
+
+
+def no_negatives_message(candidates: torch.Tensor) -> str:
+    return f"with labels= every anchor and candidate has label {int(candidates[0])}: no anchor has a negative"
+
+
+def _refuse_some_anchors(candidates: torch.Tensor) -> None:
+    raise ValueError(f"with labels= an anchor of label {int(candidates[0])} has no negative: every candidate shares "
+                     "its label; use a larger or more varied batch (or queue)")  # fmt: skip
+
+
 def refuse_anchors_without_negatives(anchors: torch.Tensor, candidates: torch.Tensor) -> None:
     """Raise, the same on every process (both label vectors span the global batch), when an anchor's label
     covers every candidate: no negative would be left to it. :class:`NoNegatives` when that holds for every
     anchor (the loss is then defined: see :class:`NoNegatives`), a plain one-line error when only for some."""
-    one_label = candidates == candidates[0]
-    some, every = (anchors == candidates[0]).any(), (anchors == candidates[0]).all()
-    found = torch.stack([one_label.all() & some, one_label.all() & every]).tolist()  # one host sync
-    if found[1]:
-        raise NoNegatives(f"with labels= every anchor and candidate has label {int(candidates[0])}: no anchor has "
-                          "a negative")  # fmt: skip
-    if found[0]:
-        raise ValueError(
-            f"with labels= an anchor of label {int(candidates[0])} has no negative: "
-            "every candidate shares its label; use a larger or more varied batch (or queue)"
-        )
+    some, every = torch.stack(_missing_negatives(anchors, candidates)).tolist()  # one host sync
+    if every:
+        raise NoNegatives(no_negatives_message(candidates))
+    if some:
+        _refuse_some_anchors(candidates)
+
+
+def without_negatives_checked(labels: Labels, anchors: torch.Tensor, candidates: torch.Tensor) -> bool:
+    """:func:`refuse_anchors_without_negatives`, deferred where ``labels.checks`` takes the checks (one process's
+    batch): "some anchors" becomes a deferred check, "every anchor" the flag ``labels.without_negatives``, which the
+    loss turns into its defined 0 or its refusal. True when deferred: the caller then makes the anchors' labels
+    distinct where the flag is set (:func:`_distinct_where`), so that the values the loss discards stay finite."""
+    if labels.checks is None:
+        refuse_anchors_without_negatives(anchors, candidates)
+        return False
+    some, every = _missing_negatives(anchors, candidates)
+    labels.checks.add(some & ~every, _refuse_some_anchors, candidates)
+    labels.without_negatives = (every, candidates)
+    return True
+
+
+def _distinct_where(every: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """``y`` (long), or where ``every`` is set a distinct label per row."""
+    return torch.where(every, _arange(y.shape[0], y), y.long())
 
 
 def _simclr(z1: torch.Tensor, z2: torch.Tensor, gather: Gather, labels: Labels | None) -> list[PairBlock]:
@@ -214,8 +252,9 @@ def _simclr(z1: torch.Tensor, z2: torch.Tensor, gather: Gather, labels: Labels |
     block = PairBlock(anchors, candidates, pos_cols, exclude, candidates_are_anchors=same)
     if labels is not None:
         everyone = labels.gathered()
-        refuse_anchors_without_negatives(everyone, everyone)
-        anchor_labels = labels.y.repeat(2)
+        if without_negatives_checked(labels, everyone, everyone):  # one process: everyone is labels.y
+            everyone = _distinct_where(labels.without_negatives[0], everyone)
+        anchor_labels = everyone.repeat(2) if same else labels.y.repeat(2)
         block.labels = labels.block(anchor_labels, anchor_labels if same else everyone.repeat(2))
     return [block]
 
@@ -231,8 +270,10 @@ def _cross_view(
     n = z1.shape[0]
     blocks = []
     everyone = None if labels is None else labels.gathered()
+    anchor_labels = None if labels is None else labels.y
     if everyone is not None and hard_negatives is None:  # a hard negative is a negative whatever the labels
-        refuse_anchors_without_negatives(everyone, everyone)
+        if without_negatives_checked(labels, everyone, everyone):  # one process: everyone is labels.y
+            everyone = anchor_labels = _distinct_where(labels.without_negatives[0], everyone)
     directions = [(z1, z2), (z2, z1)] if symmetric else [(z1, z2)]
     for anchors, keys in directions:
         keys_all, offset = gather(keys)
@@ -244,7 +285,7 @@ def _cross_view(
             keys_all = torch.cat([keys_all, hard_all], dim=0)
             if everyone is not None:
                 cand_labels = torch.cat([everyone.long(), _label_of_none(everyone, hard_all.shape[0])])
-        marked = None if labels is None else labels.block(labels.y, cand_labels)
+        marked = None if labels is None else labels.block(anchor_labels, cand_labels)
         blocks.append(PairBlock(anchors, keys_all, pos_cols, pos_cols[:, None], hard_cols=hard_cols, labels=marked))
     if symmetric and blocks[0].candidates is blocks[1].anchors and blocks[1].candidates is blocks[0].anchors:
         # nothing gathered (one process): the two directions are each other's transpose, positives on the diagonal
@@ -254,10 +295,11 @@ def _cross_view(
 
 
 def _label_of_none(labels: torch.Tensor, n: int) -> torch.Tensor:
-    """[n] copies of a label that no row of ``labels`` has (the hard negatives': never excluded, never positive)."""
+    """[n] copies of a label that no row of ``labels`` has (the hard negatives': never excluded, never positive),
+    computed on the device."""
     labels = labels.long()
-    low = int(labels.min())
-    return labels.new_full((n,), low - 1 if low > torch.iinfo(torch.long).min else int(labels.max()) + 1)
+    low = labels.min()
+    return torch.where(low > torch.iinfo(torch.long).min, low - 1, labels.max() + 1).expand(n)
 
 
 def _queue(
@@ -268,9 +310,13 @@ def _queue(
     directions = [(z1, z2), (z2, z1)] if symmetric else [(z1, z2)]
     # MoCo: the key is a target, the queue a fixed dictionary; neither carries gradient there,
     # but we leave detaching keys to the caller (SimCo-style symmetric use wants gradient).
-    marked = None if labels is None else labels.block(labels.y, labels.queue)
+    marked = None
     if labels is not None:
-        refuse_anchors_without_negatives(labels.gathered(), labels.queue)
+        anchor_labels = labels.y
+        if without_negatives_checked(labels, labels.gathered(), labels.queue):  # labels.gathered() is labels.y
+            every = labels.without_negatives[0]
+            anchor_labels = torch.where(every, _label_of_none(labels.queue, n), labels.y.long())
+        marked = labels.block(anchor_labels, labels.queue)
     return [PairBlock(q, queue.detach(), zeros, zeros[:, None], positives=k, labels=marked) for q, k in directions]
 
 

@@ -19,7 +19,7 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SDIST_TREES = ("cl_plugins/", "cl_plugins/integrations/", "tests/", "examples/", "benchmarks/", "docs/", "scripts/")
+SDIST_TREES = ("cl_plugins/", "integrations/", "tests/", "examples/", "benchmarks/", "docs/", "scripts/")
 
 
 def run(*cmd: str, cwd: Path = ROOT) -> str:
@@ -31,7 +31,8 @@ def run(*cmd: str, cwd: Path = ROOT) -> str:
 
 def check_sdist(sdist: Path) -> None:
     tracked = run("git", "ls-files").splitlines()
-    wanted = {f for f in tracked if f.startswith(SDIST_TREES) or f in ("LICENSE", "README.md", "pyproject.toml")}
+    top_level = ("LICENSE", "README.md", "pyproject.toml", "setup.py")
+    wanted = {f for f in tracked if f.startswith(SDIST_TREES) or f in top_level}
     with tarfile.open(sdist) as tar:
         held = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
     missing = sorted(wanted - held)

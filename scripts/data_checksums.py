@@ -1,6 +1,6 @@
 """Record the size and sha256 of every file of the data pack that a registry entry covers.
 
-    python scripts/data_checksums.py /path/to/shared/data      # rewrites cl_plugins/integrations/data/data_files.json
+    python scripts/data_checksums.py /path/to/shared/data      # rewrites integrations/data/data_files.json
 
 Run it when the pack changes; ``tests/integrations/data/test_catalogue.py`` checks the recorded values against the pack.
 """
@@ -60,7 +60,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("pack", nargs="?", default=os.environ.get("CL_PLUGINS_DATA", "../shared/data"),
                         help="the data pack's root (default: $CL_PLUGINS_DATA, else ../shared/data)")  # fmt: skip
-    default = Path(__file__).parents[1] / "cl_plugins/integrations/data/data_files.json"
+    default = Path(__file__).parents[1] / "integrations/data/data_files.json"
     parser.add_argument("--output", default=str(default))
     args = parser.parse_args()
     table = record(Path(args.pack))

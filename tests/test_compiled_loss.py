@@ -57,15 +57,26 @@ def test_the_loss_compiles_whole_and_equals_eager(strategy: str, layout: str) ->
         )
 
 
+@pytest.mark.parametrize("layout", ["simclr", "clip", "queue"])
 @pytest.mark.parametrize("policy", LABEL_POLICIES)
-def test_a_labelled_loss_compiles(policy: str) -> None:
-    """With labels the loss reads the host once (whether an anchor is left without negatives; the same-label pairs'
-    count where labels make positives): compiled with those graph breaks, it equals eager."""
-    loss = clp.build_host_loss("macl", host_tau=0.1, label_policy=policy)
+def test_a_labelled_loss_compiles_whole(policy: str, layout: str) -> None:
+    """With ``label_policy="exclude"`` as every loss; with labels as positives, whose number of same-label pairs is
+    data (one host read eagerly), under ``capture_scalar_outputs`` (and the dynamic shapes it implies): values and
+    gradients equal eager."""
+    arguments, call = LAYOUTS[layout]
+    loss = clp.build_host_loss("macl", host_tau=0.1, label_policy=policy, **arguments)
     v = views()
-    labels = torch.tensor([0, 1, 2] * 4)
-    got = torch.compile(loss)(v["z1"], v["z2"], labels=labels)
-    torch.testing.assert_close(got, loss(v["z1"], v["z2"], labels=labels), rtol=1e-5, atol=1e-6)
+    labelled = {"labels": torch.tensor([0, 1, 2] * 4), **({"queue_labels": torch.arange(12) % 5} if call else {})}
+    extra = {**{name: v["extra"] for name in call}, **labelled}
+    data_sized = {} if policy == "exclude" else {"capture_scalar_outputs": True,
+                                                 "capture_dynamic_output_shape_ops": True}  # fmt: skip
+    with torch._dynamo.config.patch(**data_sized):
+        got = torch.compile(loss, fullgraph=True)(v["z1"], v["z2"], **extra)
+        got_grads = grads(loss, got, v)
+    want = loss(v["z1"], v["z2"], **extra)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    for g, w in zip(got_grads, grads(loss, want, v), strict=True):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-6)
 
 
 @pytest.mark.parametrize("strategy", ["learnable", "amcl"])

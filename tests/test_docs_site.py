@@ -38,3 +38,5 @@ def test_the_site_builds_strictly(tmp_path):
     assert out.returncode == 0, out.stderr[-4000:]
     page = (tmp_path / "site" / "api" / "cl_plugins" / "index.html").read_text(encoding="utf-8")
     assert "Instantiate the loss registered as" in page  # build_loss's docstring, rendered
+    adapters = (tmp_path / "site" / "api" / "integrations" / "index.html").read_text(encoding="utf-8")
+    assert "Replace SimCSE's" in adapters  # patch_simcse's, read from integrations/ (scripts/griffe_layout.py)

@@ -14,6 +14,7 @@ from torch.profiler import ProfilerActivity, profile
 import cl_plugins as clp
 from cl_plugins import deferred
 from cl_plugins.kernels import contract, dispatch, halves
+from cl_plugins.labels import LABEL_POLICIES
 from cl_plugins.registry import get_loss_class
 
 #: ``bool(t)`` and ``.item()`` both end in ``_local_scalar_dense`` (one event per read); ``nonzero`` sizes its output
@@ -112,6 +113,67 @@ def test_no_sync_on_the_kernel_by_halves(strategy: str, monkeypatch: pytest.Monk
     loss, call = build(strategy, "simclr")
     v = views()
     assert syncs(lambda: call_loss(loss, call, v).backward()) == 0 and calls
+
+
+def labelled(layout: str, y: list[int]) -> dict[str, torch.Tensor]:
+    """The label arguments of a call of ``layout`` with pair labels ``y`` (a queue's rows labelled 0..4)."""
+    extra = {"labels": torch.tensor(y)}
+    if layout == "queue":
+        extra["queue_labels"] = torch.arange(len(y)) % 5
+    return extra
+
+
+#: labels with several pairs per label, every anchor with negatives
+MIXED = [0, 1, 2, 0, 1, 2, 0, 1, 2, 3, 3, 4]
+
+
+@pytest.mark.parametrize("policy", LABEL_POLICIES)
+@pytest.mark.parametrize(("strategy", "layout"), [(s, lay) for s, lay in supported(list(LAYOUTS))
+                                                  if s in ("infonce", "macl", "dystress", "dual_temperature")])
+def test_labels_never_stop_the_host_but_to_count_their_positives(strategy: str, layout: str, policy: str) -> None:
+    """Excluding same-label candidates reads nothing; labels as positives read their number of pairs once per
+    block (their list is sized by it)."""
+    loss, call = build(strategy, layout, label_policy=policy)
+    v = views()
+    arguments = {**{n: v["extra"] for n in call}, **labelled(layout, MIXED)}
+    run = lambda: loss(v["z1"], v["z2"], **arguments).backward()  # noqa: E731
+    run()
+    blocks = 2 if layout == "clip" else 1
+    assert syncs(run) == (0 if policy == "exclude" else blocks)
+
+
+@pytest.mark.parametrize("layout", ["simclr", "clip", "queue"])
+def test_labels_that_leave_every_anchor_without_negatives_give_zero_without_a_sync(layout: str) -> None:
+    """Every anchor and candidate of one label: the loss is 0 with zero gradients (decided on the device), stats
+    say so; under strict=True the refusal follows, deferred."""
+    v = views()
+    same = [7] * 12
+    call = {n: v["extra"] for n in LAYOUTS[layout][1]}
+    extra = labelled(layout, same)
+    if layout == "queue":
+        extra["queue_labels"] = torch.full((12,), 7)
+    loss, _ = build("macl", layout, label_policy="positives_out")
+    value = loss(v["z1"], v["z2"], **call, **extra)
+    value.backward()
+    assert value.item() == 0.0 and (v["z1"].grad == 0).all() and (v["z2"].grad == 0).all()
+    assert loss.stats == {"rows_without_negative": float(24 if layout in ("simclr", "clip") else 12), "loss": 0.0}
+    excluding, _ = build("macl", layout, label_policy="exclude")
+    assert syncs(lambda: excluding(v["z1"], v["z2"], **call, **extra).backward()) == 0
+    assert excluding.stats["rows_without_negative"] == loss.stats["rows_without_negative"]
+    strict, _ = build("macl", layout, label_policy="exclude", strict=True)
+    with pytest.raises(ValueError, match="every anchor and candidate has label 7: no anchor has a negative; "
+                                         "refused under strict=True"):  # fmt: skip
+        strict(v["z1"], v["z2"], **call, **extra)
+
+
+def test_labels_that_leave_some_anchors_without_negatives_raise_deferred(device_still_busy: None) -> None:
+    loss, call = build("infonce", "queue", label_policy="exclude")
+    v = views()
+    extra = {"labels": torch.tensor([7] + [1] * 11), "queue_labels": torch.full((12,), 7)}
+    value = loss(v["z1"], v["z2"], queue=v["extra"], **extra)
+    assert torch.isnan(value)
+    with pytest.raises(ValueError, match="an anchor of label 7 has no negative"):
+        _ = loss.stats
 
 
 class _NotYet:

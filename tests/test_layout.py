@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tests import ROOT
+from tests import CORE, INTEGRATIONS, ROOT, module_name
 
 #: test folders with no package folder of their own: shared data, the verification reports, the benchmarks' tests
 NOT_MIRRORED = {"fixtures", "reports", "benchmarks"}
@@ -16,7 +16,8 @@ def test_every_test_folder_mirrors_a_package_folder():
         relative = folder.relative_to(ROOT / "tests")
         if not folder.is_dir() or relative.parts[0] in NOT_MIRRORED or "__pycache__" in relative.parts:
             continue
-        assert (ROOT / "cl_plugins" / relative / "__init__.py").is_file(), f"tests/{relative} mirrors no package"
+        source = INTEGRATIONS.joinpath(*relative.parts[1:]) if relative.parts[0] == "integrations" else CORE / relative
+        assert (source / "__init__.py").is_file(), f"tests/{relative} mirrors no package"
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -58,26 +59,21 @@ def test_no_kernel_names_a_strategy():
     import cl_plugins as clp
 
     names = set(clp.available_losses()) - {"infonce"}  # InfoNCE is the kernels' own subject
-    for path in (ROOT / "cl_plugins" / "kernels").glob("*.py"):
+    for path in (CORE / "kernels").glob("*.py"):
         named = names & _code_words(path)
         assert not named, f"{path.relative_to(ROOT)} names {sorted(named)} in its code"
 
 
-CORE = [p for p in (ROOT / "cl_plugins").rglob("*.py") if "integrations" not in p.relative_to(ROOT).parts]
+CORE_FILES = sorted(CORE.rglob("*.py"))
 #: the kernels that serve a request (:class:`cl_plugins.kernels.contract.Backend`): only ``kernels/`` names them
 BACKENDS = {f"cl_plugins.kernels.{m}"
             for m in ("fused", "pair_network", "streaming", "symmetric", "triton_lse", "triton_bonded")}  # fmt: skip
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
 def module_imports(path: Path, modules: set[str]) -> set[str]:
     """The modules of ``modules`` that ``path`` imports at module level, type-only imports included (under ``if
     TYPE_CHECKING``, ``try``): ``from P import x`` counts as ``P.x`` where that is a module, else as ``P``."""
-    name = _module_name(path)
+    name = module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
 
@@ -128,13 +124,13 @@ def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def core_graph() -> dict[str, set[str]]:
-    modules = {_module_name(p) for p in CORE}
-    return {_module_name(p): module_imports(p, modules) for p in CORE}
+    modules = {module_name(p) for p in CORE_FILES}
+    return {module_name(p): module_imports(p, modules) for p in CORE_FILES}
 
 
 def test_the_core_has_no_import_circle():
-    """``cl_plugins`` outside ``integrations``: no module reaches itself through module-level or type-only imports
-    (the contract below the kernels, the executor above them, the façade above both)."""
+    """``cl_plugins`` (the core, without the adapters): no module reaches itself through module-level or type-only
+    imports (the contract below the kernels, the executor above them, the façade above both)."""
     assert import_cycles(core_graph()) == []
     circle = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}  # the check itself finds one
     assert import_cycles(circle) == [["a", "b", "c"]]
@@ -154,7 +150,7 @@ MUTABLE = (ast.Dict, ast.List, ast.Set, ast.DictComp, ast.ListComp, ast.SetComp)
 def test_no_module_level_mutable_state_in_the_kernels():
     """A kernel's failure, configuration or cache lives with the loss or the context that owns it (per-loss
     :class:`~cl_plugins.kernels.contract.KernelHealth`, ContextVars), never in a module-level dict, list or set."""
-    for path in (ROOT / "cl_plugins" / "kernels").glob("*.py"):
+    for path in (CORE / "kernels").glob("*.py"):
         for node in ast.parse(path.read_text()).body:
             value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
             if isinstance(node, ast.Assign) and [getattr(t, "id", "") for t in node.targets] == ["__all__"]:
@@ -187,9 +183,7 @@ def _integration_imports() -> dict[str, set[str]]:
     """Each module of ``cl_plugins.integrations`` -> the modules of it that it imports (anywhere in its body)."""
     import ast
 
-    root = ROOT / "cl_plugins" / "integrations"
-    modules = {".".join(p.relative_to(root.parent.parent).with_suffix("").parts).removesuffix(".__init__"): p
-               for p in root.rglob("*.py")}  # fmt: skip
+    modules = {module_name(p): p for p in INTEGRATIONS.rglob("*.py")}
     edges: dict[str, set[str]] = {m: set() for m in modules}
     for name, path in modules.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]

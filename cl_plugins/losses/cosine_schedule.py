@@ -8,7 +8,7 @@ paper's script). Kukleva et al.'s period is 400 *epochs* (their ``--t_max 200`` 
 ``cos(pi * epoch / t_max)``) with τ from 0.1 to 1.0 over 2,000 epochs on CIFAR-10/100-LT: five
 oscillations per run, ending at ``tau_max``. A period of 400 *steps* is a different schedule (a
 few epochs per oscillation on ImageNet), so the ``"vision"`` preset counts epochs; the trainers of
-``cl_plugins/integrations/`` tell the loss their epoch length (:func:`cl_plugins.set_epoch_length`). The
+``integrations/`` tell the loss their epoch length (:func:`cl_plugins.set_epoch_length`). The
 paper's script counts epochs from 1, this formula from 0 (a shift of one epoch, 0.25% of the period).
 
 Call :meth:`CosineScheduleLoss.step` once per optimizer step (``clp.after_optimizer_step``), not

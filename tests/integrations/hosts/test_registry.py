@@ -8,12 +8,12 @@ import importlib
 from cl_plugins.integrations.data import catalogue
 from cl_plugins.integrations.hosts import commands, hosts
 from cl_plugins.integrations.runs.config import RunConfig
-from tests import ROOT
+from tests import INTEGRATIONS, ROOT
 from tests.test_layout import imported_modules
 
 
 def test_every_host_package_declares_itself():
-    packages = {p.parent.name for p in (ROOT / "cl_plugins" / "integrations").glob("hosts/*/host.py")}
+    packages = {p.parent.name for p in INTEGRATIONS.glob("hosts/*/host.py")}
     assert set(hosts()) == packages >= {"simcse", "mabel", "graph", "msc", "vision", "dcrec"}
     for host in hosts().values():
         assert host.docs and (ROOT / "docs" / host.docs).is_file(), host.name
@@ -55,7 +55,7 @@ def test_the_readme_names_every_host_and_its_docs_page():
 def test_no_host_imports_another_and_only_hosts_import_hosts():
     """What two hosts share lives in ``modalities/``, their evaluation in ``evaluation/``: a host package imports
     the registry and the patch kit of ``hosts/``, and no other host; nothing outside ``hosts/`` imports a host."""
-    package = ROOT / "cl_plugins" / "integrations"
+    package = INTEGRATIONS
     names = set(hosts())
     for path in package.rglob("*.py"):
         parts = path.relative_to(package).parts
@@ -70,7 +70,7 @@ def test_the_integrations_are_sorted_by_role():
     """From paths alone: hosts, framework adapters, evaluation harnesses, the run core, the data layer and the
     modules several hosts share, each a package of its own; beside them the console, the command-line helpers and
     the patch kit (the layers below every package, ``tests/test_layout.py``)."""
-    package = ROOT / "cl_plugins" / "integrations"
+    package = INTEGRATIONS
     folders = {p.name for p in package.iterdir() if p.is_dir() and p.name != "__pycache__"}
     assert folders == {"hosts", "frameworks", "evaluation", "runs", "data", "modalities"}
     assert {p.name for p in package.glob("*.py")} == {"__init__.py", "console.py", "command_line.py", "patching.py"}

@@ -3,7 +3,7 @@ and their registry: every host package declares itself, and the console, the dat
 discover it (as :mod:`cl_plugins.registry` does for strategies). Hosts never import each other: what two share
 lives in :mod:`cl_plugins.integrations.modalities`, their evaluation in :mod:`cl_plugins.integrations.evaluation`.
 
-A host is a package ``cl_plugins/integrations/hosts/<name>/`` whose ``host.py`` defines ``HOST = Host(...)``: its
+A host is a package ``integrations/hosts/<name>/`` whose ``host.py`` defines ``HOST = Host(...)``: its
 command-line subcommands, its datasets (catalogue entries of :mod:`cl_plugins.integrations.data.catalogue`), its
 patch targets (each a recipe of ``docs/patching.md`` and a function of its ``patch.py``), its run configurations
 and its docs page. ``host.py`` imports nothing heavy: ``cl-plugins --help`` reads every one.
@@ -79,7 +79,7 @@ def hosts() -> dict[str, Host]:
             continue
         host = importlib.import_module(f"{__name__}.{info.name}.host").HOST
         if host.name != info.name:
-            raise ValueError(f"cl_plugins/integrations/hosts/{info.name}/host.py declares the host {host.name!r}; "
+            raise ValueError(f"integrations/hosts/{info.name}/host.py declares the host {host.name!r}; "
                              f"name it {info.name!r}")  # fmt: skip
         found[host.name] = host
     return found
