@@ -12,6 +12,10 @@ package's ``__all__`` (classes and functions), and ``run_<command>`` for each ``
 ``frameworks/`` (one per training framework), ``modalities/`` (what hosts of one modality share), ``evaluation/``,
 ``runs/`` (the training loop and its files), ``data/`` (the catalogue and downloads); below them ``command_line.py``
 and ``patching.py`` (the contract of every patch).
+
+In the repository this package is the top-level folder ``integrations/``, beside the core ``cl_plugins/``;
+``setup.py`` installs it under the core's name, so an install (a wheel or ``pip install -e .``) has one import
+name, ``cl_plugins``.
 """
 
 from __future__ import annotations
