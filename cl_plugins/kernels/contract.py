@@ -316,6 +316,17 @@ class Request:
             self.logit_map.on_stats(*outs.pop().unbind(0))  # type: ignore[union-attr]
         return outs
 
+    def transposed_by(self, other: Request) -> bool:
+        """``other``'s block is this one's transposed at the same scale (the scales one float, one tensor, or one
+        float divided by one temperature tensor: comparing two tensors' values would wait for the device)."""
+        if not (other.anchors is self.candidates and other.candidates is self.anchors):
+            return False
+        a, b = self.scale, other.scale
+        if a is b or (not isinstance(a, torch.Tensor) and not isinstance(b, torch.Tensor) and a == b):
+            return True
+        x, y = self.divided_by, other.divided_by
+        return x is not None and y is not None and x[1] is y[1] and x[0] == y[0]
+
     def scaled_anchors(self) -> torch.Tensor:
         if isinstance(self.scale, float) and self.scale == 1.0:
             return self.anchors

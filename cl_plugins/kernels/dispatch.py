@@ -79,8 +79,8 @@ def choose(requested: str, rows: torch.Tensor, size: int, lazy: bool = True, *,
 def backends(request: Request) -> list[Backend]:
     """The backends that may serve ``request``, in the order its choice tries them: a temperature network's own
     kernel for its logits (any choice); Triton as a block against itself, a bonded block or one direction, then the
-    streaming kernels (a map without a derivative by halves first); the one buffer (by halves first where ``auto``
-    chose that); streaming (by halves first)."""
+    streaming kernels (a map without a derivative by halves first); the one buffer (a bonded block's both
+    directions at once first, then by halves first where ``auto`` chose that); streaming (by halves first)."""
     choice = request.choice
     if request.network is not None:  # logits with a per-pair temperature network: its kernel alone
         return [pair_network.BACKEND]
@@ -89,7 +89,7 @@ def backends(request: Request) -> list[Backend]:
                 *([] if request.fusable else [halves.BACKEND]), streaming.BACKEND]  # fmt: skip
     if choice.name == "fused":
         order = [halves.BACKEND, fused.BACKEND] if choice.halves else [fused.BACKEND, halves.BACKEND]
-        return [*order, streaming.BACKEND]
+        return [fused.PAIR, *order, streaming.BACKEND]
     return [halves.BACKEND, streaming.BACKEND]
 
 

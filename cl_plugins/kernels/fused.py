@@ -79,17 +79,7 @@ class NegativeLSE(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad, *unused):  # type: ignore[override]
-        if torch.is_grad_enabled():  # backward with create_graph=True: this backward is not differentiable
-            raise RuntimeError(
-                "the fused loss path has no second derivative (create_graph=True, e.g. a gradient penalty); "
-                "build the loss with kernel='dense' for that"
-            )
-        if ctx.consumed:
-            raise RuntimeError(
-                "the fused loss path frees its buffer in backward and cannot be differentiated twice "
-                "(retain_graph=True); build the loss with kernel='dense' for that"
-            )
-        ctx.consumed = True
+        _refuse_second_backward(ctx)
         a, c, x, s = ctx.saved_tensors
         with torch.autocast(device_type=a.device.type, enabled=False):  # also when backward runs under autocast
             g = x.mul_(grad[:, None] / s)  # softmax over the negatives, times the incoming gradient
@@ -143,6 +133,81 @@ def _chunk_logits(x, rows, skip, logit_map, bias_cols, bias, stats):  # type: ig
     return skip.fill_(logits, NEG_INF), derivative
 
 
+class PairLSE(torch.autograd.Function):
+    """Both directions' negative LSEs of a block bonded with its transpose (CLIP's) from one [A, A] buffer of
+    bounded logits: exp(l) once, summed along its rows (direction 1) and its columns (direction 2); backward
+    G = exp(l) (g_i / s_i + g'_j / s'_j), dA = G C, dC = G^T A: two products where the directions apart take four
+    forward and four backward."""
+
+    @staticmethod
+    def forward(ctx, a, c, plan):  # type: ignore[override]
+        with torch.autocast(device_type=a.device.type, enabled=False):
+            x = a @ c.T
+            rows_sum, cols_sum = x.new_empty(x.shape[0]), x.new_zeros(x.shape[1])
+            step = max(1, CHUNK_ELEMENTS // max(1, x.shape[1]))
+            for start in range(0, x.shape[0], step):  # row chunks that stay in cache
+                rows = slice(start, start + step)
+                e = NonNegatives.of(plan.exclude, plan.labels, start, x[rows]).fill_(x[rows], NEG_INF).exp_()
+                rows_sum[rows] = e.sum(dim=1)
+                cols_sum += e.sum(dim=0)
+        ctx.save_for_backward(a, c, x, rows_sum, cols_sum)
+        ctx.consumed = False
+        return rows_sum.log(), cols_sum.log()
+
+    @staticmethod
+    def backward(ctx, grad_rows, grad_cols):  # type: ignore[override]
+        _refuse_second_backward(ctx)
+        a, c, e, rows_sum, cols_sum = ctx.saved_tensors
+        with torch.autocast(device_type=a.device.type, enabled=False):
+            g = e.mul_((grad_rows / rows_sum)[:, None] + (grad_cols / cols_sum)[None, :])
+            grad_a = g @ c if ctx.needs_input_grad[0] else None
+            grad_c = g.T @ a if ctx.needs_input_grad[1] else None
+        return grad_a, grad_c, None
+
+
+def _refuse_second_backward(ctx: torch.autograd.function.FunctionCtx) -> None:
+    """The one buffer is overwritten by the backward: neither a second derivative nor a second backward."""
+    if torch.is_grad_enabled():  # backward with create_graph=True: this backward is not differentiable
+        raise RuntimeError(
+            "the fused loss path has no second derivative (create_graph=True, e.g. a gradient penalty); "
+            "build the loss with kernel='dense' for that"
+        )
+    if ctx.consumed:
+        raise RuntimeError(
+            "the fused loss path frees its buffer in backward and cannot be differentiated twice "
+            "(retain_graph=True); build the loss with kernel='dense' for that"
+        )
+    ctx.consumed = True
+
+
+class FusedPair:
+    """The one-buffer backend of a block bonded with its transpose (CLIP's two directions in one process) at a
+    scalar temperature with bounded logits: the first direction to ask computes both LSEs (:class:`PairLSE`) and
+    leaves the second's in the bond (``slot["fused"]``); declined otherwise (each direction then runs apart)."""
+
+    name = "fused"
+    may_fail = False
+
+    def accepts(self, request: Request) -> bool:
+        plain = request.bond is not None and request.logit_map is None and request.bias_cols is None
+        return plain and not request.ratios and request.anchors.shape == request.candidates.shape
+
+    def run(self, request: Request) -> list[torch.Tensor] | None:
+        slot = request.bond.slot  # type: ignore[union-attr]
+        left = slot.pop(self.name, None)
+        if left is not None:  # the second to ask: its transpose's leftover, else on its own
+            first, lse = left
+            return [lse] if first.transposed_by(request) else None
+        anchors = request.scaled_anchors()
+        with torch.autocast(device_type=anchors.device.type, enabled=False):
+            plan = streaming.make_plan(request, anchors)
+        if not plan.bounded:  # a maximum per row and per column would take two buffers: apart, as before
+            return None
+        lse, lse_columns = PairLSE.apply(anchors, request.candidates_beside(anchors), plan)
+        slot[self.name] = (request, lse_columns)
+        return [lse]
+
+
 class Fused:
     """The one-buffer backend: a scalar temperature or a per-pair map with an explicit derivative."""
 
@@ -160,3 +225,4 @@ class Fused:
 
 
 BACKEND = Fused()
+PAIR = FusedPair()

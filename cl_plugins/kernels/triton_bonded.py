@@ -127,16 +127,6 @@ class TritonSelf:
         return request.reported(_TritonSelfLSE.apply(request.candidates, request.scale_tensor(), request))
 
 
-def _same_scale(first: Request, second: Request) -> bool:
-    """The two requests' scales are one: equal floats, one tensor, or one float divided by one temperature tensor
-    (comparing two tensors' values would wait for the device)."""
-    a, b = first.scale, second.scale
-    if a is b or (not isinstance(a, torch.Tensor) and not isinstance(b, torch.Tensor) and a == b):
-        return True
-    x, y = first.divided_by, second.divided_by
-    return x is not None and y is not None and x[1] is y[1] and x[0] == y[0]
-
-
 def _same_map(first: LogitMap | None, second: LogitMap | None) -> bool:
     if first is None or second is None:
         return first is second
@@ -145,8 +135,7 @@ def _same_map(first: LogitMap | None, second: LogitMap | None) -> bool:
 
 def _partners(first: Request, second: Request) -> bool:
     """``second``'s block is ``first``'s transposed, at the same scale under the same map."""
-    transposed = second.anchors is first.candidates and second.candidates is first.anchors
-    return transposed and _same_scale(first, second) and _same_map(first.logit_map, second.logit_map)
+    return first.transposed_by(second) and _same_map(first.logit_map, second.logit_map)
 
 
 class TritonPair:

@@ -50,3 +50,51 @@ def test_fused_backward_twice_is_refused():
 def test_non_scalar_strategies_do_not_use_the_fused_path():
     for name in ("dystress", "temperature_free", "amcl"):
         assert not clp.get_loss_class(name).scalar_temperature
+
+
+@pytest.mark.parametrize("policy", [None, "exclude", "positives_out"])
+@pytest.mark.parametrize("name", ["infonce", "learnable", "dual_temperature"])
+def test_clips_two_directions_take_one_buffer_and_equal_dense(name, policy, monkeypatch):
+    """CLIP's bonded directions at a scalar temperature: one :class:`fused.PairLSE` call (both LSEs from one
+    product), values and every gradient equal to the dense path; labels included. Dual temperature's extra scale
+    runs the directions apart."""
+    calls = []
+    original = fused.PairLSE.apply
+    monkeypatch.setattr(fused.PairLSE, "apply", lambda *a: calls.append(1) or original(*a))
+    torch.manual_seed(0)
+    z1, z2 = (torch.randn(8, 5, dtype=torch.float64, requires_grad=True) for _ in range(2))
+    call = {} if policy is None else {"labels": torch.tensor([0, 1, 2, 0, 1, 2, 3, 3])}
+    outs = []
+    for kernel in ("fused", "dense"):
+        loss_fn = clp.build_host_loss(name, host_tau=0.2, layout="cross_view", symmetric=True, kernel=kernel,
+                                      label_policy=policy).double()  # fmt: skip
+        loss = loss_fn(z1, z2, **call)
+        outs.append((loss.detach(), torch.autograd.grad(loss, [z1, z2, *loss_fn.parameters()])))
+    assert len(calls) == (0 if name == "dual_temperature" else 1)
+    torch.testing.assert_close(outs[0][0], outs[1][0], rtol=1e-12, atol=1e-12)
+    for a, b in zip(outs[0][1], outs[1][1], strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_clips_one_buffer_is_declined_without_a_bound(monkeypatch):
+    """Logits of unknown bound need a maximum per row and per column: the directions then run apart, equal."""
+    from cl_plugins.kernels import contract
+
+    monkeypatch.setattr(contract, "BOUND_FROM_VALUES_ON_CPU", False)
+    calls = []
+    original = fused.PairLSE.apply
+    monkeypatch.setattr(fused.PairLSE, "apply", lambda *a: calls.append(1) or original(*a))
+    z1, z2 = torch.randn(8, 5), torch.randn(8, 5)
+    learned = clp.build_host_loss("learnable", host_tau=0.2, layout="cross_view", symmetric=True)
+    dense = clp.build_host_loss("learnable", host_tau=0.2, layout="cross_view", symmetric=True,
+                                kernel="dense")  # fmt: skip
+    torch.testing.assert_close(learned(z1, z2), dense(z1, z2))
+    assert calls == []
+
+
+def test_clips_one_buffer_refuses_a_second_backward():
+    loss_fn = clp.build_host_loss("infonce", host_tau=0.2, layout="cross_view", symmetric=True)
+    loss = loss_fn(torch.randn(4, 3, requires_grad=True), torch.randn(4, 3, requires_grad=True))
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="kernel='dense'"):
+        loss.backward()
