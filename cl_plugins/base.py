@@ -501,21 +501,25 @@ class ContrastiveLoss(nn.Module):
             values = per_anchor.detach()
             self.record(loss=lambda: values.mean())
             return per_anchor
-        total = per_anchor.sum()
-        count = torch.full((), float(per_anchor.numel()), dtype=per_anchor.dtype, device=per_anchor.device)
         if global_batch and self.gather_distributed and is_distributed():
-            summed = all_reduce_sum(torch.stack([total.detach(), count]))
-            scale = float(world_size())
-            if self.reduction == "mean":
-                grad_path = total * scale / summed[1]
-                value = summed[0] / summed[1]
-            else:
-                grad_path, value = total * scale, summed[0]
-            out = grad_path + (value - grad_path).detach()
+            out = self._global_reduce(per_anchor)
         else:
-            out = total / count if self.reduction == "mean" else total
+            out = per_anchor.mean() if self.reduction == "mean" else per_anchor.sum()
         self.record(loss=out.detach())
         return out
+
+    def _global_reduce(self, per_anchor: torch.Tensor) -> torch.Tensor:
+        """The reduction over every process's anchors, with the gradient of this process's share."""
+        total = per_anchor.sum()
+        count = torch.full((), float(per_anchor.numel()), dtype=per_anchor.dtype, device=per_anchor.device)
+        summed = all_reduce_sum(torch.stack([total.detach(), count]))
+        scale = float(world_size())
+        if self.reduction == "mean":
+            grad_path = total * scale / summed[1]
+            value = summed[0] / summed[1]
+        else:
+            grad_path, value = total * scale, summed[0]
+        return grad_path + (value - grad_path).detach()
 
     # ------------------------------------------------------------------ diagnostics
     def record(self, **values: torch.Tensor | float | Callable[[], torch.Tensor | float]) -> None:

@@ -57,7 +57,7 @@ class DeferredChecks:
         if not self._flags:
             return loss
         flags = torch.stack(self._flags)
-        loss = torch.where(flags.any(), torch.full_like(loss, float("nan")), loss)
+        loss = loss.masked_fill(flags.any(), float("nan"))
         if torch.compiler.is_compiling():
             self._sealed = _Sealed(flags, None, self._explains)
         else:

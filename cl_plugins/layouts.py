@@ -166,17 +166,19 @@ def unit_rows(x: torch.Tensor, name: str | None = None, allow_zero_rows: bool = 
     with torch.no_grad():
         peak = x.detach().abs().amax(dim=1, keepdim=True)
         ok = None if name is None else passing_rows(x, peak, name, allow_zero_rows, checks)
-        if ok is not None:
-            peak = torch.where(ok, peak, 1.0)
-        # an all-zero row divides by 1; a row of subnormal entries by its own peak (a clamp to the smallest normal
-        # number would leave it short of unit norm), which the check refuses when the row is named
-        peak = torch.where(peak > 0, peak, 1.0)
+        # an all-zero or flagged row divides by 1; a row of subnormal entries by its own peak (a clamp to the
+        # smallest normal number would leave it short of unit norm), which the check refuses when the row is named;
+        # a row that passes the check without allow_zero_rows has a positive peak
+        usable = ok if ok is not None and not allow_zero_rows else peak > 0
+        if ok is not None and allow_zero_rows:
+            usable &= ok
+        peak = torch.where(usable, peak, 1.0)
     return _UnitRows.apply(x if ok is None else torch.where(ok, x, 0.0), peak)
 
 
 def at_least_float32(x: torch.Tensor) -> torch.Tensor:
-    """Up-cast half precision to float32; float64 stays float64."""
-    return x.to(torch.promote_types(x.dtype, torch.float32))
+    """Up-cast half precision to float32; float64 stays float64 (and either is returned as it is: no kernel)."""
+    return x if x.dtype in (torch.float32, torch.float64) else x.to(torch.promote_types(x.dtype, torch.float32))
 
 
 def _arange(n: int, like: torch.Tensor) -> torch.Tensor:
@@ -236,6 +238,26 @@ def _distinct_where(every: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return torch.where(every, _arange(y.shape[0], y), y.long())
 
 
+@functools.lru_cache(maxsize=32)
+def _simclr_columns(n: int, big_n: int, offset: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """SimCLR's positive columns [2n] and excluded columns [2n, 2] (its positive, itself) for this process's n rows
+    at ``offset`` among ``big_n`` per view: the same at every call of a training run, so built once (read only)."""
+    with torch.inference_mode(False):  # tensors that a later call's autograd may save, whoever made them first
+        own = offset + torch.arange(n, device=device)
+        self_cols = torch.cat([own, own + big_n])
+        pos_cols = torch.cat([own + big_n, own])
+        return pos_cols, torch.stack([pos_cols, self_cols], dim=1)
+
+
+@functools.lru_cache(maxsize=32)
+def _diagonal_columns(n: int, offset: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The positive columns [n] of a cross-view block (row i's positive at ``offset + i``) and, as [n, 1], its
+    excluded ones: built once per size (read only)."""
+    with torch.inference_mode(False):
+        pos_cols = offset + torch.arange(n, device=device)
+        return pos_cols, pos_cols[:, None]
+
+
 def _simclr(z1: torch.Tensor, z2: torch.Tensor, gather: Gather, labels: Labels | None) -> list[PairBlock]:
     n = z1.shape[0]
     anchors = torch.cat([z1, z2], dim=0)
@@ -245,10 +267,7 @@ def _simclr(z1: torch.Tensor, z2: torch.Tensor, gather: Gather, labels: Labels |
     else:
         z2_all, _ = gather(z2)
         candidates, big_n, same = torch.cat([z1_all, z2_all], dim=0), z1_all.shape[0], False
-    own = offset + _arange(n, z1)
-    self_cols = torch.cat([own, own + big_n])
-    pos_cols = torch.cat([own + big_n, own])
-    exclude = torch.stack([pos_cols, self_cols], dim=1)
+    pos_cols, exclude = _simclr_columns(n, big_n, offset, z1.device)
     block = PairBlock(anchors, candidates, pos_cols, exclude, candidates_are_anchors=same)
     if labels is not None:
         everyone = labels.gathered()
@@ -277,7 +296,7 @@ def _cross_view(
     directions = [(z1, z2), (z2, z1)] if symmetric else [(z1, z2)]
     for anchors, keys in directions:
         keys_all, offset = gather(keys)
-        pos_cols = offset + _arange(n, z1)
+        pos_cols, excluded = _diagonal_columns(n, offset, z1.device)
         hard_cols, cand_labels = None, everyone
         if hard_negatives is not None:
             hard_all, _ = gather(hard_negatives)
@@ -286,7 +305,7 @@ def _cross_view(
             if everyone is not None:
                 cand_labels = torch.cat([everyone.long(), _label_of_none(everyone, hard_all.shape[0])])
         marked = None if labels is None else labels.block(anchor_labels, cand_labels)
-        blocks.append(PairBlock(anchors, keys_all, pos_cols, pos_cols[:, None], hard_cols=hard_cols, labels=marked))
+        blocks.append(PairBlock(anchors, keys_all, pos_cols, excluded, hard_cols=hard_cols, labels=marked))
     if symmetric and blocks[0].candidates is blocks[1].anchors and blocks[1].candidates is blocks[0].anchors:
         # nothing gathered (one process): the two directions are each other's transpose, positives on the diagonal
         # and the same labels on both sides; the bond lets a kernel serve both from one backward

@@ -90,14 +90,12 @@ def check_embeddings(z: torch.Tensor, name: str, allow_zero_rows: bool = False, 
             check_rows(z, z.detach().abs().amax(dim=1), name, allow_zero_rows)
 
 
-def bad_rows(peak: torch.Tensor, allow_zero_rows: bool = False) -> torch.Tensor:
-    """Rows [N, 1] whose largest |entry| ``peak`` is not finite or (unless ``allow_zero_rows``) below the dtype's
-    smallest normal number (:func:`check_rows`)."""
-    # peak = max |entry| >= 0, so one or two comparisons say it all (NaN fails both): fewer kernels than isfinite
-    ok = peak < math.inf
-    if not allow_zero_rows:  # rows a caller projects before normalising (AMCL's heads) may be zero or tiny
-        ok &= peak >= torch.finfo(peak.dtype).tiny
-    return ~ok
+def good_rows(peak: torch.Tensor, allow_zero_rows: bool = False) -> torch.Tensor:
+    """Rows [N, 1] whose largest |entry| ``peak`` is finite and (unless ``allow_zero_rows``) at least the dtype's
+    smallest normal number (:func:`check_rows`): ``peak`` unchanged by a clamp to that range (NaN and inf are
+    changed), two kernels."""
+    info = torch.finfo(peak.dtype)
+    return peak.clamp(0.0 if allow_zero_rows else info.tiny, info.max) == peak
 
 
 def passing_rows(z: torch.Tensor, peak: torch.Tensor, name: str, allow_zero_rows: bool,
@@ -107,9 +105,9 @@ def passing_rows(z: torch.Tensor, peak: torch.Tensor, name: str, allow_zero_rows
     if checks is None:
         check_rows(z, peak, name, allow_zero_rows)
         return None
-    bad = bad_rows(peak, allow_zero_rows)
-    checks.add(bad.any(), check_rows, z, peak, name, allow_zero_rows)
-    return ~bad
+    ok = good_rows(peak, allow_zero_rows)
+    checks.add(ok.all().logical_not(), check_rows, z, peak, name, allow_zero_rows)
+    return ok
 
 
 def checked_rows(z: torch.Tensor, name: str, allow_zero_rows: bool, checks: DeferredChecks | None) -> torch.Tensor:
@@ -132,7 +130,7 @@ def check_rows(z: torch.Tensor, peak: torch.Tensor, name: str, allow_zero_rows: 
     dtype's smallest normal number is fine (normalisation is scale-invariant); below it a row's direction keeps
     only a few bits and its gradient, 1 / |row|, overflows."""
     tiny = torch.finfo(peak.dtype).tiny
-    if not bool(bad_rows(peak, allow_zero_rows).any()):
+    if bool(good_rows(peak, allow_zero_rows).all()):
         return
     if not bool(torch.isfinite(z).all()):
         raise ValueError(

@@ -282,3 +282,17 @@ def test_on_the_cpu_a_learned_temperature_keeps_the_bounded_plans(monkeypatch: p
     loss, call = build("learnable", "simclr")
     call_loss(loss, call, views())
     assert calls
+
+
+@pytest.mark.parametrize("layout", ["simclr", "clip"])
+def test_the_layouts_columns_built_once_serve_training_after_inference(layout: str) -> None:
+    """The positive and excluded columns are built once per batch size (fewer operations per call); made first
+    under ``torch.inference_mode`` they still serve a later call whose backward saves them."""
+    arguments, _ = LAYOUTS[layout]
+    loss = clp.build_host_loss("infonce", host_tau=0.1, **arguments)
+    n = 37  # a size no other test builds first
+    with torch.inference_mode():
+        loss(torch.randn(n, 8), torch.randn(n, 8))
+    z1 = torch.randn(n, 8, requires_grad=True)
+    loss(z1, torch.randn(n, 8)).backward()
+    assert torch.isfinite(z1.grad).all()
