@@ -2,11 +2,11 @@
 
 Per layout (SimCLR's; CLIP's, both directions) and N, forward + backward of InfoNCE (or ``--strategies``) at τ 0.1:
 ours eager and ``torch.compile(loss)``, the hand-written ``F.cross_entropy`` of the same layout eager and compiled,
-open_clip's ``ClipLoss`` in CLIP's layout (the pinned upstream file), the ratios ours / hand-written, and per call
-(eager, on the path a GPU takes) the host syncs (``aten::_local_scalar_dense``: a ``bool()``, ``float()`` or
-``.item()`` of a tensor, which on a GPU waits for every queued kernel) and the aten operations (each a kernel launch
-on a GPU), from the profiler. Times are medians of interleaved runs after a warm-up (compilation included there), on
-``--threads`` threads.
+open_clip's ``ClipLoss`` in CLIP's layout (the pinned upstream file; on a GPU also CUDA graphs and Inf-CL), the
+ratios ours / hand-written, and per call (eager, on the path a GPU takes) the host syncs
+(``aten::_local_scalar_dense``: a ``bool()``, ``float()`` or ``.item()`` of a tensor, which on a GPU waits for every
+queued kernel) and the aten operations (each a kernel launch on a GPU), from the profiler. Times are medians of
+interleaved runs after a warm-up (compilation included there), on ``--threads`` threads.
 
 Usage::
 
@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import cl_plugins as clp  # noqa: E402
+from benchmarks.gpu_kernel_sweep import inf_cl_loss  # noqa: E402
 from benchmarks.loss_speed import TAU, inputs, open_clip_loss, plain_clip, plain_simclr, time_cases  # noqa: E402
 
 Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -70,6 +71,9 @@ def cases(strategy: str, layout: str, device: str) -> dict[str, Loss]:
     clip = open_clip_loss() if layout == "CLIP" else None
     if clip is not None:
         found["open_clip ClipLoss"] = clip
+    inf_cl = inf_cl_loss(one_direction=False) if layout == "CLIP" and device.startswith("cuda") else None
+    if inf_cl is not None:  # Inf-CL's kernels run on a GPU only
+        found["Inf-CL"] = inf_cl
     return found
 
 
@@ -88,7 +92,8 @@ def row(r: dict) -> str:
     clip = f"{t['open_clip ClipLoss']:.3f}" if "open_clip ClipLoss" in t else "–"
     eager, compiled = t["ours"] / t["hand-written"], t["ours compiled"] / t["hand-written compiled"]
     graphs = (f" {t['ours graphs']:.3f} | {t['hand-written graphs']:.3f} | "
-              f"{t['ours graphs'] / t['hand-written graphs']:.2f} |") if "ours graphs" in t else ""  # fmt: skip
+              f"{t['ours graphs'] / t['hand-written graphs']:.2f} | "
+              f"{t['Inf-CL']:.3f} |" if "Inf-CL" in t else " – |") if "ours graphs" in t else ""  # fmt: skip
     return (f"| {r['strategy']} | {r['layout']} | {r['n']:,} | {t['ours']:.3f} | {t['ours compiled']:.3f} | "
             f"{t['hand-written']:.3f} | {t['hand-written compiled']:.3f} | {clip} | {eager:.2f} | {compiled:.2f} | "
             f"{r['syncs']} / {r['plain_syncs']} | {r['ops']} / {r['plain_ops']} |{graphs}")  # fmt: skip
@@ -102,8 +107,8 @@ def table(results: list[dict], args: argparse.Namespace) -> str:
             f"torch {torch.__version__}, D {args.dim}, fp32, forward + backward, ms)\n\n"
             "| strategy | layout | N | ours | ours compiled | hand-written | hand-written compiled | open_clip | "
             "eager ratio | compiled ratio | syncs (ours / hand) | aten ops (ours / hand) |"
-            + (" ours CUDA graphs | hand-written CUDA graphs | graphs ratio |" if gpu else "")
-            + "\n|" + "---|" * (15 if gpu else 12))  # fmt: skip
+            + (" ours CUDA graphs | hand-written CUDA graphs | graphs ratio | Inf-CL |" if gpu else "")
+            + "\n|" + "---|" * (16 if gpu else 12))  # fmt: skip
     return "\n".join([head, *(row(r) for r in results)]) + "\n"
 
 

@@ -238,24 +238,47 @@ def _distinct_where(every: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return torch.where(every, _arange(y.shape[0], y), y.long())
 
 
-@functools.lru_cache(maxsize=32)
+#: index columns a layout builds at every call of a run, kept per (layout, sizes, offset, device): read only
+_COLUMNS: dict[tuple[object, ...], tuple[torch.Tensor, torch.Tensor]] = {}
+
+
+def _built_once(key: tuple[object, ...], build: Callable[[], tuple[torch.Tensor, torch.Tensor]],
+                ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    """``build()``, kept for the next call with ``key`` (outside a compiled region, which holds them as constants
+    of its graph); made outside inference mode, since a later call's autograd may save them."""
+    if torch.compiler.is_compiling():
+        return build()
+    found = _COLUMNS.get(key)
+    if found is None:
+        if len(_COLUMNS) >= 64:  # batch sizes come and go (a last batch, evaluation): keep few
+            _COLUMNS.clear()
+        with torch.inference_mode(False):
+            found = _COLUMNS[key] = build()
+    return found
+
+
 def _simclr_columns(n: int, big_n: int, offset: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """SimCLR's positive columns [2n] and excluded columns [2n, 2] (its positive, itself) for this process's n rows
-    at ``offset`` among ``big_n`` per view: the same at every call of a training run, so built once (read only)."""
-    with torch.inference_mode(False):  # tensors that a later call's autograd may save, whoever made them first
+    at ``offset`` among ``big_n`` per view."""
+
+    def build() -> tuple[torch.Tensor, torch.Tensor]:
         own = offset + torch.arange(n, device=device)
         self_cols = torch.cat([own, own + big_n])
         pos_cols = torch.cat([own + big_n, own])
         return pos_cols, torch.stack([pos_cols, self_cols], dim=1)
 
+    return _built_once(("simclr", n, big_n, offset, device), build)
 
-@functools.lru_cache(maxsize=32)
+
 def _diagonal_columns(n: int, offset: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """The positive columns [n] of a cross-view block (row i's positive at ``offset + i``) and, as [n, 1], its
-    excluded ones: built once per size (read only)."""
-    with torch.inference_mode(False):
+    excluded ones."""
+
+    def build() -> tuple[torch.Tensor, torch.Tensor]:
         pos_cols = offset + torch.arange(n, device=device)
         return pos_cols, pos_cols[:, None]
+
+    return _built_once(("diagonal", n, offset, device), build)
 
 
 def _simclr(z1: torch.Tensor, z2: torch.Tensor, gather: Gather, labels: Labels | None) -> list[PairBlock]:
