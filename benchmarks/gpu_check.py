@@ -1,5 +1,6 @@
-"""The prepared GPU check: the device tests, every trainer's smallest real run in bf16, the loss table, and
-checkpoints saved on the GPU for the CPU suite, in one time-boxed command.
+"""The prepared GPU check: the device tests, every trainer's smallest real run in bf16, the loss compiled (and in
+CUDA graphs, without a host sync), the kernel sweep, the loss table, and checkpoints saved on the GPU for the CPU
+suite, in one time-boxed command.
 
 Everything it measures goes to ``--out`` as it comes: ``gpu_check.json`` (all of it), ``gpu_check.md`` (the
 tables), ``logs.txt`` (what failed, with its output), ``cuda_checkpoints.tar.gz`` (the saved runs).
@@ -187,6 +188,41 @@ def device_tests(device: str, quick: bool, budget_s: float, report: Report, env:
         report.append("tests", row)
 
 
+def compiled_runs(device: str, quick: bool) -> dict[str, list[str]]:
+    """The command lines of the compiled part: the whole matrix compiled (in CUDA graphs with a training step under
+    sync debug mode, on a GPU; without labels, excluding them, labels as positives), and ours beside the
+    hand-written loss from N 64 (eager, compiled, CUDA graphs, Inf-CL); on the quick path a slice of each."""
+    gpu = device.startswith("cuda")
+    matrix = ["benchmarks/compiled_matrix.py", "--device", device, "--label_policies", "none", "exclude",
+              "positives_out", *(["--mode", "reduce-overhead", "--sync_debug", "--n", "1024"] if gpu else [])]
+    step = ["benchmarks/compiled_step.py", "--device", device, "--strategies", "infonce", "macl",
+            "--sizes", "64", "256", "1024", "4096", "16384"]  # fmt: skip
+    if quick:
+        matrix += ["--strategies", "infonce", "--layouts", "simclr", "--n", "16", "--rounds", "1"]
+        step = step[:3] + ["--strategies", "infonce", "--layouts", "SimCLR", "--sizes", "16", "--repeats", "1"]
+    return {"compiled_matrix": matrix, "compiled_step": step}
+
+
+def compiled(device: str, quick: bool, deadline: float, report: Report, env: dict[str, str]) -> None:
+    """Each of :func:`compiled_runs` in a process of its own with half of what is left (the matrix first): its
+    table's rows, as printed, go to the report as they are."""
+    for name, args in compiled_runs(device, quick).items():
+        budget = max(1.0, (deadline - time.monotonic()) / (2 if name == "compiled_matrix" else 1))
+        t0 = time.monotonic()
+        try:
+            res = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=budget,
+                                 env=env)  # fmt: skip
+            out, row = res.stdout, {"part": name, "returncode": res.returncode}
+            if res.returncode:
+                report.log(name, res.stdout[-20000:] + res.stderr[-5000:])
+        except subprocess.TimeoutExpired as stopped:  # the rows printed before the time box ran out still count
+            out = stopped.stdout.decode() if isinstance(stopped.stdout, bytes) else stopped.stdout or ""
+            row = {"part": name, "error": f"time box of {budget:.0f} s ran out"}
+        row["seconds"] = round(time.monotonic() - t0, 1)
+        row["table"] = [line for line in out.splitlines() if line.startswith(("|", "###"))]
+        report.append("compiled", row)
+
+
 def markdown(data: dict[str, Any]) -> str:
     lines = [f"# GPU check, {data['started']}", "", "```", json.dumps(data.get("environment", {}), indent=1), "```"]
     for key, cols in (("tests", ["part", "tests", "failures", "errors", "skipped", "seconds", "error"]),
@@ -200,6 +236,9 @@ def markdown(data: dict[str, Any]) -> str:
         if rows:
             lines += ["", f"## {key}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
             lines += ["| " + " | ".join(str(r.get(c, "")) for c in cols) + " |" for r in rows]
+    for run in data.get("compiled", []):  # the scripts' own tables
+        state = run.get("error") or f"exit {run.get('returncode')}"
+        lines += ["", f"## {run['part']} ({state}, {run.get('seconds')} s)", "", *run.get("table", [])]
     return "\n".join(lines) + "\n"
 
 
@@ -254,8 +293,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--bundle", type=Path, help="the folder --make_bundle wrote (default: ../shared beside the repo)")
     p.add_argument("--make_bundle", type=Path, help="write the bundle to this folder and stop")
     p.add_argument("--wheels", type=Path, help="with --make_bundle: a folder of wheels to bundle")
-    p.add_argument("--skip", nargs="*", default=[],
-                   help="parts to leave out: tests, trainers, kernel_sweep, tile_sweep, loss_table")  # fmt: skip
+    p.add_argument("--skip", nargs="*", default=[], help="parts to leave out: tests, trainers, compiled, "
+                   "kernel_sweep, tile_sweep, loss_table")  # fmt: skip
     p.add_argument("--sweep_max_n", type=int, default=1 << 20, help="the kernel sweep's largest N (default: 2^20)")
     p.add_argument("--sweep_refs_max_n", type=int, default=1 << 20,
                    help="the kernel sweep measures the losses to beat up to this N (default: 2^20)")  # fmt: skip
@@ -296,6 +335,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         device_tests(args.device, args.quick, min(150.0, 0.3 * left()), report, env)
     if "trainers" not in args.skip:
         gpu_trainers.run_all(args.quick, work, time.monotonic() + 0.55 * left(), report, env)
+    if "compiled" not in args.skip:
+        compiled(args.device, args.quick, time.monotonic() + 0.3 * left(), report, env)
     if "kernel_sweep" not in args.skip:
         kernel_sweep(args.device, args.quick, deadline - 5 if "loss_table" in args.skip else deadline - 0.4 * left(),
                      report, args.sweep_max_n, args.sweep_refs_max_n)  # fmt: skip

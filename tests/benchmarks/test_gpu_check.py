@@ -28,6 +28,10 @@ def test_quick_check_on_the_cpu(tmp_path, monkeypatch):
         ["graphcl_tu", "graphcl_tu_short", "grace"], 0
     )
     assert 0 < data["trainers"][0]["result"]["accuracy_mean"] <= 100
+    runs = {r["part"]: r for r in data["compiled"]}
+    assert [r.get("returncode") for r in runs.values()] == [0, 0], runs
+    assert any(line.startswith("| infonce | simclr | none |") for line in runs["compiled_matrix"]["table"])
+    assert any(line.startswith("| infonce | SimCLR | 16 |") for line in runs["compiled_step"]["table"])
     sweep = [row for row in data["kernel_sweep"] if row["row"].startswith("triton")]  # Triton's interpreter here
     assert {row["stage"] for row in sweep} == {"1 configurations", "2 chunks of D", "3 N"}
     assert all(row["loss_err"] < 1e-6 and row["grad_err"] < 1e-5 for row in sweep), sweep
