@@ -267,7 +267,8 @@ class ContrastiveLoss(nn.Module):
     def blocks_loss(self, prepared: list[Any], z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
         """Per-anchor losses [A] of :meth:`prepare_blocks`' blocks for the views ``z1``, ``z2``."""
         features = z1.dtype if z1.dtype == z2.dtype else torch.float32  # half features take half products on Triton
-        return torch.cat([self.block_loss(b, features) for b in prepared])
+        losses = [self.block_loss(b, features) for b in prepared]
+        return losses[0] if len(losses) == 1 else torch.cat(losses)
 
     def from_similarity(
         self, sim: torch.Tensor, pos_mask: torch.Tensor, neg_mask: torch.Tensor | None = None, *, average: str = "row"

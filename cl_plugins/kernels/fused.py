@@ -41,7 +41,7 @@ class NegativeLSE(torch.autograd.Function):
         exclude_cols, logit_map, ratios = plan.exclude, plan.logit_map, plan.ratios
         x = a @ c.T
         n_rows = x.shape[0]
-        m = x.new_zeros(n_rows, 1)
+        m = None if plan.bounded else x.new_zeros(n_rows, 1)  # a bounded plan sums without a maximum
         s = x.new_empty(n_rows, 1)
         extras = [x.new_empty(n_rows) for _ in ratios]
         stats = NegativeStats(x) if logit_map is not None and logit_map.reports else None
@@ -65,7 +65,7 @@ class NegativeLSE(torch.autograd.Function):
             for out, r in zip(extras, ratios):
                 out[rows] = _scaled_lse(xc, mc, r)
             if mc is not None:
-                m[rows] = mc
+                m[rows] = mc  # type: ignore[index]
                 xc.sub_(mc)
             s[rows] = xc.exp_().sum(dim=1, keepdim=True)
             if derivative is not None:  # the buffer keeps exp(l - m) * phi'(x), all that backward needs
@@ -75,7 +75,7 @@ class NegativeLSE(torch.autograd.Function):
         ctx.save_for_backward(a, c, x, s)
         ctx.consumed = False
         ctx.mark_non_differentiable(*extras)
-        return (m + s.log()).squeeze(1), *extras
+        return (s.log() if m is None else m + s.log()).squeeze(1), *extras
 
     @staticmethod
     def backward(ctx, grad, *unused):  # type: ignore[override]
