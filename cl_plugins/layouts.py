@@ -76,7 +76,19 @@ class PairBlock:
         """(anchor rows, candidate indices) [Q] of every candidate of its anchor's label other than the anchor's
         own positive and itself (its excluded columns): the other positives when labels make positives, by row.
         From the sorted candidate labels, never an [A, M] mask. Q depends on the labels: it is read from the device
-        once (the one host read of a call with labels as positives)."""
+        once (the one host read of a call with labels as positives; CLIP's two directions share their list)."""
+        assert self.labels is not None
+        bonded = self.bond is not None and self.labels.mirrored  # CLIP's two directions list the same pairs
+        if bonded and "label_pairs" in self.bond.slot:  # type: ignore[union-attr]
+            excluded, pairs = self.bond.slot["label_pairs"]  # type: ignore[union-attr]
+            if excluded is self.exclude_cols:
+                return pairs
+        pairs = self._listed_label_pairs()
+        if bonded:
+            self.bond.slot["label_pairs"] = (self.exclude_cols, pairs)  # type: ignore[union-attr]
+        return pairs
+
+    def _listed_label_pairs(self) -> tuple[torch.Tensor, torch.Tensor]:
         assert self.labels is not None
         anchor, cand = self.labels.anchor.long(), self.labels.candidate.long()
         order = torch.argsort(cand, stable=True)
