@@ -62,11 +62,15 @@ def cases(strategy: str, layout: str, device: str) -> dict[str, Loss]:
     """The timed callables of one strategy in one layout (eager and compiled, ours and hand-written; on a GPU
     also compiled with CUDA graphs, ``mode="reduce-overhead"``)."""
     arguments, plain = LAYOUTS[layout]
-    ours = clp.build_host_loss(strategy, host_tau=TAU, feature_dim=128, **arguments).to(device)
-    found = {"ours": ours, "ours compiled": torch.compile(ours), "hand-written": plain,
+    def build() -> torch.nn.Module:  # one loss per entry: an eager call must not change the compiled one's state
+        return clp.build_host_loss(strategy, host_tau=TAU, feature_dim=128, **arguments).to(device)
+
+    torch._dynamo.reset()  # every case compiles afresh: one loss class's forward would reach the recompile limit
+    ours = build()
+    found = {"ours": ours, "ours compiled": torch.compile(build()), "hand-written": plain,
              "hand-written compiled": torch.compile(plain)}  # fmt: skip
     if device.startswith("cuda"):
-        found["ours graphs"] = torch.compile(ours, mode="reduce-overhead")
+        found["ours graphs"] = torch.compile(build(), mode="reduce-overhead")
         found["hand-written graphs"] = torch.compile(plain, mode="reduce-overhead")
     clip = open_clip_loss() if layout == "CLIP" else None
     if clip is not None:
