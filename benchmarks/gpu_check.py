@@ -173,19 +173,27 @@ def device_tests(device: str, quick: bool, budget_s: float, report: Report, env:
         xml = report.out / ".junit.xml"
         cmd = [sys.executable, "-m", "pytest", *targets, "--device", device, "-q", "-p", "no:cacheprovider",
                f"--junitxml={xml}", *(["-k", "infonce or macl"] if quick else [])]  # fmt: skip
-        t0 = time.monotonic()
-        try:
-            res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=budget_s, env=env)
-            suite = ET.parse(xml).getroot().find("testsuite") if xml.exists() else None
-            counts = {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")} if suite else {}
-            row = {"part": name, "returncode": res.returncode, **counts}
-            if res.returncode:
-                report.log(f"pytest {name}", res.stdout[-20000:] + res.stderr[-5000:])
-        except subprocess.TimeoutExpired:
-            row = {"part": name, "error": f"time box of {budget_s:.0f} s ran out"}
-        row["seconds"] = round(time.monotonic() - t0, 1)
+        _, row = time_boxed(f"pytest {name}", cmd, budget_s, report, env)
+        suite = ET.parse(xml).getroot().find("testsuite") if "returncode" in row and xml.exists() else None
+        counts = {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")} if suite else {}
         xml.unlink(missing_ok=True)
-        report.append("tests", row)
+        report.append("tests", {"part": name, **row, **counts})
+
+
+def time_boxed(name: str, cmd: list[str], budget_s: float, report: Report,
+               env: dict[str, str]) -> tuple[str, dict[str, Any]]:  # fmt: skip
+    """Run ``cmd`` from the repository root within ``budget_s``: (what it printed, even where the time box cut it,
+    and {"returncode"} or {"error"} with "seconds"); a failure's output goes to the logs under ``name``."""
+    t0 = time.monotonic()
+    try:
+        res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=budget_s, env=env)
+        out, row = res.stdout, {"returncode": res.returncode}
+        if res.returncode:
+            report.log(name, res.stdout[-20000:] + res.stderr[-5000:])
+    except subprocess.TimeoutExpired as stopped:  # always bytes, whatever text= says
+        out = (stopped.stdout or b"").decode(errors="replace")
+        row = {"error": f"time box of {budget_s:.0f} s ran out"}
+    return out, {**row, "seconds": round(time.monotonic() - t0, 1)}
 
 
 def compiled_runs(device: str, quick: bool) -> dict[str, list[str]]:
@@ -208,19 +216,9 @@ def compiled(device: str, quick: bool, deadline: float, report: Report, env: dic
     table's rows, as printed, go to the report as they are."""
     for name, args in compiled_runs(device, quick).items():
         budget = max(1.0, (deadline - time.monotonic()) / (2 if name == "compiled_matrix" else 1))
-        t0 = time.monotonic()
-        try:
-            res = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=budget,
-                                 env=env)  # fmt: skip
-            out, row = res.stdout, {"part": name, "returncode": res.returncode}
-            if res.returncode:
-                report.log(name, res.stdout[-20000:] + res.stderr[-5000:])
-        except subprocess.TimeoutExpired as stopped:  # the rows printed before the time box ran out still count
-            out = stopped.stdout.decode() if isinstance(stopped.stdout, bytes) else stopped.stdout or ""
-            row = {"part": name, "error": f"time box of {budget:.0f} s ran out"}
-        row["seconds"] = round(time.monotonic() - t0, 1)
-        row["table"] = [line for line in out.splitlines() if line.startswith(("|", "###"))]
-        report.append("compiled", row)
+        out, row = time_boxed(name, [sys.executable, *args], budget, report, env)  # rows printed in time count
+        table = [line for line in out.splitlines() if line.startswith(("|", "###"))]
+        report.append("compiled", {"part": name, **row, "table": table})
 
 
 def markdown(data: dict[str, Any]) -> str:

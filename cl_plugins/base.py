@@ -391,7 +391,7 @@ class ContrastiveLoss(nn.Module):
                 out[key] = sum(nums) / len(nums)
         batch = out.pop(_BATCH_WITHOUT_NEGATIVES, 0.0)
         if batch:  # a batch the loss set aside: its loss (0) alone, the other numbers are of no batch
-            return {"rows_without_negative": batch, **{k: v for k, v in out.items() if k == "loss"}}
+            out = {"rows_without_negative": batch, **({"loss": out["loss"]} if "loss" in out else {})}
         return out
 
     # ------------------------------------------------------------------ building blocks

@@ -99,8 +99,8 @@ class PairBlock:
         excluded = self.exclude_cols - offset
         inside = (excluded >= 0) & (excluded < cand.shape[0])
         shared = inside & (cand[excluded.clamp(0, cand.shape[0] - 1)] == anchor[:, None])
-        listed = counts.sum()
-        listed, kept_pairs = torch.stack([listed, listed - shared.sum()]).tolist()
+        total = counts.sum()
+        listed, kept_pairs = torch.stack([total, total - shared.sum()]).tolist()
         torch._check(0 <= kept_pairs)  # what torch.compile with capture_scalar_outputs must know of the two
         torch._check(kept_pairs <= listed)
         rows = torch.repeat_interleave(_arange(anchor.shape[0], anchor), counts, output_size=listed)
@@ -181,9 +181,12 @@ def unit_rows(x: torch.Tensor, name: str | None = None, allow_zero_rows: bool = 
         # an all-zero or flagged row divides by 1; a row of subnormal entries by its own peak (a clamp to the
         # smallest normal number would leave it short of unit norm), which the check refuses when the row is named;
         # a row that passes the check without allow_zero_rows has a positive peak
-        usable = ok if ok is not None and not allow_zero_rows else peak > 0
-        if ok is not None and allow_zero_rows:
-            usable &= ok
+        if ok is None:
+            usable = peak > 0
+        elif allow_zero_rows:
+            usable = ok & (peak > 0)
+        else:
+            usable = ok
         peak = torch.where(usable, peak, 1.0)
     return _UnitRows.apply(x if ok is None else torch.where(ok, x, 0.0), peak)
 
@@ -231,18 +234,19 @@ def refuse_anchors_without_negatives(anchors: torch.Tensor, candidates: torch.Te
         _refuse_some_anchors(candidates)
 
 
-def without_negatives_checked(labels: Labels, anchors: torch.Tensor, candidates: torch.Tensor) -> bool:
+def without_negatives_checked(labels: Labels, anchors: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor | None:
     """:func:`refuse_anchors_without_negatives`, deferred where ``labels.checks`` takes the checks (one process's
-    batch): "some anchors" becomes a deferred check, "every anchor" the flag ``labels.without_negatives``, which the
-    loss turns into its defined 0 or its refusal. True when deferred: the caller then makes the anchors' labels
-    distinct where the flag is set (:func:`_distinct_where`), so that the values the loss discards stay finite."""
+    batch): "some anchors" becomes a deferred check, "every anchor" the flag returned (None where checked at once),
+    also kept in ``labels.without_negatives`` for the loss to turn into its defined 0 or its refusal. The caller
+    makes the anchors' labels distinct where the flag is set (:func:`_distinct_where`), so that the values the loss
+    discards stay finite."""
     if labels.checks is None:
         refuse_anchors_without_negatives(anchors, candidates)
-        return False
+        return None
     some, every = _missing_negatives(anchors, candidates)
     labels.checks.add(some & ~every, _refuse_some_anchors, candidates)
     labels.without_negatives = (every, candidates)
-    return True
+    return every
 
 
 def _distinct_where(every: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -306,8 +310,9 @@ def _simclr(z1: torch.Tensor, z2: torch.Tensor, gather: Gather, labels: Labels |
     block = PairBlock(anchors, candidates, pos_cols, exclude, candidates_are_anchors=same)
     if labels is not None:
         everyone = labels.gathered()
-        if without_negatives_checked(labels, everyone, everyone):  # one process: everyone is labels.y
-            everyone = _distinct_where(labels.without_negatives[0], everyone)
+        every = without_negatives_checked(labels, everyone, everyone)
+        if every is not None:  # one process: everyone is labels.y
+            everyone = _distinct_where(every, everyone)
         anchor_labels = everyone.repeat(2) if same else labels.y.repeat(2)
         block.labels = labels.block(anchor_labels, anchor_labels if same else everyone.repeat(2))
     return [block]
@@ -326,8 +331,9 @@ def _cross_view(
     everyone = None if labels is None else labels.gathered()
     anchor_labels = None if labels is None else labels.y
     if everyone is not None and hard_negatives is None:  # a hard negative is a negative whatever the labels
-        if without_negatives_checked(labels, everyone, everyone):  # one process: everyone is labels.y
-            everyone = anchor_labels = _distinct_where(labels.without_negatives[0], everyone)
+        every = without_negatives_checked(labels, everyone, everyone)
+        if every is not None:  # one process: everyone is labels.y
+            everyone = anchor_labels = _distinct_where(every, everyone)
     directions = [(z1, z2), (z2, z1)] if symmetric else [(z1, z2)]
     for anchors, keys in directions:
         keys_all, offset = gather(keys)
@@ -367,8 +373,8 @@ def _queue(
     marked = None
     if labels is not None:
         anchor_labels = labels.y
-        if without_negatives_checked(labels, labels.gathered(), labels.queue):  # labels.gathered() is labels.y
-            every = labels.without_negatives[0]
+        every = without_negatives_checked(labels, labels.gathered(), labels.queue)
+        if every is not None:  # one process: labels.gathered() is labels.y
             anchor_labels = torch.where(every, _label_of_none(labels.queue, n), labels.y.long())
         marked = labels.block(anchor_labels, labels.queue)
     return [PairBlock(q, queue.detach(), zeros, zeros[:, None], positives=k, labels=marked) for q, k in directions]
