@@ -13,6 +13,7 @@ Usage::
     python benchmarks/compiled_matrix.py                                  # CPU, N 256, D 128
     python benchmarks/compiled_matrix.py --label_policies none exclude positives_out positives_in positives_pair
     python benchmarks/compiled_matrix.py --device cuda --mode reduce-overhead --sync_debug --output m.md
+    python benchmarks/compiled_matrix.py --device cuda --kernel triton --mode reduce-overhead --n 8192
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import cl_plugins as clp  # noqa: E402
+from cl_plugins.kernels.dispatch import KERNELS  # noqa: E402
 from cl_plugins.labels import LABEL_POLICIES  # noqa: E402
 from cl_plugins.registry import get_loss_class  # noqa: E402
 
@@ -114,7 +116,8 @@ def case(strategy: str, layout: str, policy: str, args: argparse.Namespace) -> s
     arguments, extra = LAYOUTS[layout]
     labelled = {} if policy == "none" else {"label_policy": policy}
     try:
-        loss = clp.build_host_loss(strategy, host_tau=0.1, feature_dim=args.dim, **arguments, **labelled)
+        loss = clp.build_host_loss(strategy, host_tau=0.1, feature_dim=args.dim, kernel=args.kernel, **arguments,
+                                   **labelled)  # fmt: skip
     except ValueError as error:  # a strategy without this label policy: said in its row
         return f"| {strategy} | {layout} | {policy} | not built: {str(error)[:100]} | | | | | |"
     loss = loss.to(args.device)
@@ -141,6 +144,7 @@ def main() -> None:
     p.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
     p.add_argument("--n", type=int, default=256, help="batch size N (default: 256)")
     p.add_argument("--dim", type=int, default=128, help="feature width D (default: 128)")
+    p.add_argument("--kernel", default="auto", choices=KERNELS, help="the losses' kernel= (default: auto)")
     p.add_argument("--mode", default=None, help="torch.compile mode, e.g. reduce-overhead (default: None)")
     p.add_argument("--layouts", nargs="+", default=list(LAYOUTS), choices=list(LAYOUTS), help="(default: all)")
     p.add_argument("--strategies", nargs="+", default=clp.available_losses(), help="(default: the registry)")
@@ -153,7 +157,8 @@ def main() -> None:
     args = p.parse_args()
     if args.sync_debug and not args.device.startswith("cuda"):
         p.error("--sync_debug needs --device cuda (CPU syncs are counted by tests/test_host_syncs.py)")
-    head = (f"### Compiled whole ({args.device}, N {args.n}, D {args.dim}, mode {args.mode}, torch {torch.__version__})"
+    head = (f"### Compiled whole ({args.device}, N {args.n}, D {args.dim}, kernel {args.kernel}, mode {args.mode}, "
+            f"torch {torch.__version__})"
             "\n\n| strategy | layout | labels | value diff | grad diff | eager ms | compiled ms | speed-up "
             "| syncs in a step |\n|---|---|---|---|---|---|---|---|---|")  # fmt: skip
     print(head, flush=True)

@@ -205,17 +205,23 @@ def compiled_runs(device: str, quick: bool) -> dict[str, list[str]]:
               "positives_out", *(["--mode", "reduce-overhead", "--sync_debug", "--n", "1024"] if gpu else [])]
     step = ["benchmarks/compiled_step.py", "--device", device, "--strategies", "infonce", "macl",
             "--sizes", "64", "256", "1024", "4096", "16384"]  # fmt: skip
+    # the Triton kernels as operators: compiled whole and captured in CUDA graphs, at a size where auto takes them
+    triton = ["benchmarks/compiled_matrix.py", "--device", device, "--kernel", "triton", "--mode", "reduce-overhead",
+              "--n", "8192", "--layouts", "simclr", "clip", "hard_negatives", "queue", "--rounds", "5"]  # fmt: skip
     if quick:
         matrix += ["--strategies", "infonce", "--layouts", "simclr", "--n", "16", "--rounds", "1"]
         step = step[:3] + ["--strategies", "infonce", "--layouts", "SimCLR", "--sizes", "16", "--repeats", "1"]
-    return {"compiled_matrix": matrix, "compiled_step": step}
+        triton = triton[:4] + ["--strategies", "infonce", "--layouts", "clip", "--n", "16", "--rounds", "1"]
+    runs = {"compiled_matrix": matrix, "compiled_step": step}
+    return {**runs, "compiled_triton": triton} if gpu else runs
 
 
 def compiled(device: str, quick: bool, deadline: float, report: Report, env: dict[str, str]) -> None:
-    """Each of :func:`compiled_runs` in a process of its own with half of what is left (the matrix first): its
-    table's rows, as printed, go to the report as they are."""
-    for name, args in compiled_runs(device, quick).items():
-        budget = max(1.0, (deadline - time.monotonic()) / (2 if name == "compiled_matrix" else 1))
+    """Each of :func:`compiled_runs` in a process of its own with an equal share of what is left: its table's rows, as
+    printed, go to the report as they are."""
+    runs = compiled_runs(device, quick)
+    for left, (name, args) in zip(range(len(runs), 0, -1), runs.items()):
+        budget = max(1.0, (deadline - time.monotonic()) / left)
         out, row = time_boxed(name, [sys.executable, *args], budget, report, env)  # rows printed in time count
         table = [line for line in out.splitlines() if line.startswith(("|", "###"))]
         report.append("compiled", {"part": name, **row, "table": table})

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import cl_plugins as clp
+from cl_plugins.kernels import triton_jit
 from cl_plugins.labels import LABEL_POLICIES
 from cl_plugins.registry import get_loss_class
 from tests.test_host_syncs import LAYOUTS, call_loss, views
@@ -114,3 +115,31 @@ def test_a_bad_batch_compiled_gives_nan_with_zero_gradient_and_its_error_follows
         _ = loss.stats
     good = views(seed=1)
     assert torch.isfinite(compiled(good["z1"], good["z2"]))
+
+
+#: the Triton kernels' operators, each backend and each kind of argument once: a block against itself, both CLIP
+#: directions from one backward, one direction with a map, its statistic and a hard negative's bias, a ratio (dual
+#: temperature's second scale), a queue, labels
+TRITON_CASES = [("infonce", "simclr", None), ("learnable", "clip", None), ("dystress", "hard_negatives", None),
+                ("dual_temperature", "cross_view", None), ("temperature_free", "queue", None),
+                ("macl", "simclr", "exclude")]  # fmt: skip
+
+
+@pytest.mark.skipif(not triton_jit.usable_on(torch.device("cpu")), reason="Triton's interpreter is not here")
+@pytest.mark.parametrize(("strategy", "layout", "policy"), TRITON_CASES)
+def test_the_triton_kernels_compile_as_operators(strategy: str, layout: str, policy: str | None) -> None:
+    """``kernel="triton"`` (under Triton's interpreter here) compiles whole: its launches are ``torch.library``
+    operators, no graph break; values, gradients and ``stats`` equal eager's."""
+    arguments, call = LAYOUTS[layout]
+    loss = clp.build_host_loss(strategy, host_tau=0.1, feature_dim=16, kernel="triton", label_policy=policy,
+                               **arguments)  # fmt: skip
+    v = views()
+    extra = {**{name: v["extra"] for name in call}, **({"labels": torch.tensor([0, 1, 2] * 4)} if policy else {})}
+    got = torch.compile(loss, fullgraph=True)(v["z1"], v["z2"], **extra)
+    got_stats, got_grads = loss.stats, grads(loss, got, v)
+    want = loss(v["z1"], v["z2"], **extra)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    for g, w in zip(got_grads, grads(loss, want, v), strict=True):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-6)
+    assert got_stats == pytest.approx(loss.stats, rel=1e-5)
+    assert loss.kernel_health.usable("triton")  # served by Triton's kernels, none failed over to streaming

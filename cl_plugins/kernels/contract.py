@@ -20,6 +20,7 @@ from .compiled import maybe_compiled, resolve
 from .health import KernelHealth
 from .statement import LogitStatement, statement_closed, statement_terms
 from .tiles import exp_of_closed_form, exp_of_terms
+from .triton_jit import map_key
 
 if TYPE_CHECKING:
     from ..labels import BlockLabels
@@ -47,6 +48,11 @@ class TritonMap:
     function: Any
     params: tuple[float, ...] = ()
     constant: int = 0
+
+    @property
+    def key(self) -> str:
+        """The key the kernels' operators take the function by (:func:`~.triton_jit.map_key`)."""
+        return map_key(self.function)
 
     @classmethod
     def of(cls, function: Any, params: tuple[float, ...] = (), constant: int = 0) -> TritonMap | None:

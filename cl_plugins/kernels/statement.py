@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-from .triton_jit import tl, triton
+from .triton_jit import tl, triton, triton_map
 
 
 def _clip(a: torch.Tensor, b: float | torch.Tensor, upper: bool) -> torch.Tensor:
@@ -150,7 +150,7 @@ def logit_statement(function: Callable[..., Any]) -> LogitStatement:
     jitted = None
     if triton is not None:
         try:
-            jitted = triton.jit(_instance(function, TRITON_MATH))
+            jitted = triton_map(_instance(function, TRITON_MATH))
         except (OSError, TypeError, ValueError):  # no source file to read (a REPL, exec): no Triton form
             jitted = None
     return LogitStatement(function, _instance(function, TorchMath), _instance(function, TorchMathThrough), jitted)

@@ -33,7 +33,7 @@ import torch
 from .contract import LogitMap, Request
 from .halves import mirrored
 from .streaming import refuse_second_derivative
-from .triton_lse import Triton, _Spec, backward_launch, forward_lse, prepare, streamed_gradients, supports
+from .triton_lse import Launch, Triton, backward_launch, forward_lse, streamed_gradients, supports
 
 if TYPE_CHECKING:
     from ..labels import BlockLabels
@@ -49,61 +49,61 @@ def _transposed(labels: BlockLabels | None) -> BlockLabels | None:
 class _TritonPairLSE(torch.autograd.Function):
     @staticmethod
     def forward(ctx, a, c, request):  # type: ignore[override]
+        launch, stat = Launch.of(request), request.reports
         with torch.autocast(device_type=a.device.type, enabled=False), torch.no_grad():
-            a_in, c_in, spec = prepare(a, c, request)
-            lse, _, stats = forward_lse(a_in, c_in, spec)
-            columns = _Spec(c_in, a_in, replace(request, labels=_transposed(request.labels)), spec.config)
-            lse2, _, stats2 = forward_lse(c_in, a_in, columns)
-        ctx.save_for_backward(a_in, c_in, lse, lse2)
-        ctx.spec, ctx.dtypes, ctx.request = spec, (a.dtype, c.dtype), request
+            lse, _, stats = forward_lse(a, c, launch, stat=stat)
+            lse2, _, stats2 = forward_lse(c, a, launch.transposed(), stat=stat)
+        ctx.save_for_backward(a, c, lse, lse2, *launch.tensors)
+        ctx.values, ctx.request = launch.values, request
         ctx.set_materialize_grads(False)  # a partner that took no columns' LSE: no second term in the backward
         # both directions' statistics as outputs, for the callers' on_stats (no side effect in here)
-        reported = [] if stats is None else [torch.stack(stats), torch.stack(stats2)]
+        reported = [stats, stats2] if stat else []
         ctx.mark_non_differentiable(*reported)
         return (lse.to(a.dtype), lse2.to(c.dtype), *reported)
 
     @staticmethod
     def backward(ctx, grad, grad2, *unused):  # type: ignore[override]
         refuse_second_derivative("Triton")
-        a_in, c_in, lse, lse2 = ctx.saved_tensors
+        a, c, lse, lse2, *tensors = ctx.saved_tensors
         g = torch.zeros_like(lse) if grad is None else grad.float().contiguous()
         columns = None if grad2 is None else (lse2, grad2.float().contiguous())
         try:
-            grad_a, grad_c = backward_launch(a_in, c_in, ctx.spec, (lse, g), columns)
+            grad_a, grad_c = backward_launch(a, c, Launch(tuple(tensors), ctx.values), (lse, g), columns)
         except Exception as error:  # noqa: BLE001 - a backward kernel that cannot compile here: streamed, exact
             ctx.request.health.fail(NAME, error)
             transposed = None if columns is None else (_transposed(ctx.request.labels), columns[1])
-            grad_a, grad_c = streamed_gradients(a_in, c_in, g, ctx.request, transposed=transposed)
-        return grad_a.to(ctx.dtypes[0]), grad_c.to(ctx.dtypes[1]), None
+            grad_a, grad_c = streamed_gradients(a, c, g, ctx.request, transposed=transposed)
+        return grad_a.to(a.dtype), grad_c.to(c.dtype), None
 
 
 class _TritonSelfLSE(torch.autograd.Function):
     @staticmethod
     def forward(ctx, u, scale, request):  # type: ignore[override]
+        launch = Launch.of(request)
         with torch.autocast(device_type=u.device.type, enabled=False), torch.no_grad():
-            a_in, u_in, spec = prepare(u * scale.to(u.dtype), u, request)
-            lse, _, stats = forward_lse(a_in, u_in, spec)
-        ctx.save_for_backward(a_in, u_in, lse, scale)
-        ctx.spec, ctx.dtype, ctx.request = spec, u.dtype, request
-        reported = [] if stats is None else [torch.stack(stats)]  # for Request.reported, outside this function
+            a = u * scale.to(u.dtype)
+            lse, _, stats = forward_lse(a, u, launch, stat=request.reports)
+        ctx.save_for_backward(a, u, lse, scale, *launch.tensors)
+        ctx.values, ctx.request = launch.values, request
+        reported = [stats] if request.reports else []  # for Request.reported, outside this function
         ctx.mark_non_differentiable(*reported)
         return (lse.to(u.dtype), *reported)
 
     @staticmethod
     def backward(ctx, grad, *unused):  # type: ignore[override]
         refuse_second_derivative("Triton")
-        a_in, u_in, lse, scale = ctx.saved_tensors
+        a, u, lse, scale, *tensors = ctx.saved_tensors
         g = grad.float().contiguous()
         try:  # H U from the anchors' kernel alone: the rows' and the columns' terms are the same vectors
-            hu = backward_launch(a_in, u_in, ctx.spec, (lse, g), (lse, g), candidates=False)[0]
+            hu, hu_u = backward_launch(a, u, Launch(tuple(tensors), ctx.values), (lse, g), (lse, g), candidates=False)
         except Exception as error:  # noqa: BLE001 - a backward kernel that cannot compile here: streamed, exact
             ctx.request.health.fail(NAME, error)
-            grad_a, grad_c = streamed_gradients(a_in, u_in, g, ctx.request)
+            grad_a, grad_c = streamed_gradients(a, u, g, ctx.request)
             hu = grad_a + grad_c / scale.float()  # G U + G^T (s U) / s = (G + G^T) U
-        u = u_in.float()
+            hu_u = (hu * u.float()).sum(dim=1)
         # dL/dU = s H U; dL/ds = sum_ij G_ij u_i . u_j = (H U) . U / 2 (H's two halves count each pair twice)
-        grad_scale = (hu * u).sum() / 2 if ctx.needs_input_grad[1] else None
-        return (hu * scale.float()).to(ctx.dtype), grad_scale, None
+        grad_scale = hu_u.sum() / 2 if ctx.needs_input_grad[1] else None
+        return (hu * scale.float()).to(u.dtype), grad_scale, None
 
 
 class TritonSelf:

@@ -23,7 +23,27 @@ def triton_map(function: Callable[..., Any]) -> Any:
     the compile-time ``TritonMap.constant`` (branch on it freely). The ``triton.jit`` function, or None where Triton
     is absent (the strategy's map then has no Triton form). Write numbers as literals: a jitted function reads no
     module globals."""
-    return None if triton is None else triton.jit(function)
+    if triton is None:
+        return None
+    jitted = triton.jit(function)
+    # the kernels' operators take a map by this key (a jitted function is no operator argument)
+    jitted.cl_plugins_key = f"{function.__module__}.{function.__name__}#{len(_MAPS)}"
+    _MAPS[jitted.cl_plugins_key] = jitted
+    return jitted
+
+
+#: every map's Triton form by its key (:func:`triton_map`), which the kernels' operators take
+_MAPS: dict[str, Any] = {}
+
+
+def map_key(function: Any) -> str:
+    """The key the kernels' operators take the map ``function`` (made by :func:`triton_map`) by."""
+    return function.cl_plugins_key
+
+
+def registered_map(key: str) -> Any:
+    """The map whose key is ``key`` (:func:`map_key`)."""
+    return _MAPS[key]
 
 
 def available() -> bool:

@@ -37,10 +37,11 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from . import triton_kernels as kernels
 from .contract import Request, TritonMap
 from .streaming import BACKEND as STREAMING
 from .streaming import refuse_second_derivative
-from .triton_jit import available, refuse_unusable, tl, triton, usable_on
+from .triton_jit import available, refuse_unusable, registered_map, triton, usable_on
 
 if TYPE_CHECKING:
     from ..labels import BlockLabels
@@ -48,173 +49,8 @@ if TYPE_CHECKING:
 __all__ = ["TritonConfig", "Triton", "available", "refuse_unusable", "usable_on", "using"]
 
 BLOCK = 32
-
-
-if triton is not None:
-
-    @triton.jit
-    def _scalar(x, params, constant):
-        """The map of a scalar temperature, already in the anchors: the products themselves."""
-        return x, x * 0.0 + 1.0, x * 0.0
-
-    @triton.jit
-    def _rows(ptr, idx, n, D, k0, BD: tl.constexpr):
-        """Columns ``k0 .. k0 + BD`` of the rows ``idx`` of an [n, D] matrix, zeros past its last row and column."""
-        d = k0 + tl.arange(0, BD)
-        return tl.load(ptr + idx[:, None] * D + d[None, :], mask=(idx[:, None] < n) & (d[None, :] < D), other=0.0)
-
-    @triton.jit
-    def _products(a_first, a_ptr, c_ptr, rows, cols, A, M, D, DP: tl.constexpr, BD: tl.constexpr,
-                  PREC: tl.constexpr):  # fmt: skip
-        """The [rows, cols] block of ``a c^T`` in float32, BD features at a time (no spills at large D).
-        ``a_first`` is the anchors' first chunk, loaded once by the caller outside its loop (all of them where D is
-        one chunk)."""
-        x = tl.dot(a_first, tl.trans(_rows(c_ptr, cols, M, D, 0, BD)), input_precision=PREC)
-        for k0 in tl.static_range(BD, DP, BD):
-            x = tl.dot(_rows(a_ptr, rows, A, D, k0, BD), tl.trans(_rows(c_ptr, cols, M, D, k0, BD)), x,
-                       input_precision=PREC)  # fmt: skip
-        return x
-
-    @triton.jit
-    def _by_anchor(v, T: tl.constexpr):
-        """An anchor-indexed vector against a block: its rows, or its columns where the block is transposed."""
-        if T:
-            return v[None, :]
-        else:
-            return v[:, None]
-
-    @triton.jit
-    def _by_candidate(v, T: tl.constexpr):
-        """A candidate-indexed vector against a block: its columns, or its rows where the block is transposed."""
-        if T:
-            return v[:, None]
-        else:
-            return v[None, :]
-
-    @triton.jit
-    def _tile(x, rows, cols, A, M, ex_ptr, K: tl.constexpr, la_ptr, lc_ptr, LABELS: tl.constexpr, bias_ptr, bias,
-              BIAS: tl.constexpr, MAP: tl.constexpr, P, MC: tl.constexpr, T: tl.constexpr):  # fmt: skip
-        """(masked logits with -inf off the negatives, phi', statistic, negatives mask) of the products ``x``:
-        [rows, cols], or [cols, rows] where ``T`` (the map is elementwise; only the masks see the orientation)."""
-        logit, deriv, stat = MAP(x, P, MC)
-        neg = (_by_anchor(rows, T) < A) & (_by_candidate(cols, T) < M)
-        for k in tl.static_range(K):
-            ex = tl.load(ex_ptr + rows * K + k, mask=rows < A, other=-1)
-            neg = neg & (_by_candidate(cols, T) != _by_anchor(ex, T))
-        if LABELS:
-            la = tl.load(la_ptr + rows, mask=rows < A, other=0)
-            lc = tl.load(lc_ptr + cols, mask=cols < M, other=0)
-            neg = neg & (_by_anchor(la, T) != _by_candidate(lc, T))
-        if BIAS:
-            bc = tl.load(bias_ptr + rows, mask=rows < A, other=-1)
-            logit = tl.where(_by_candidate(cols, T) == _by_anchor(bc, T), logit + bias, logit)
-        return tl.where(neg, logit, float("-inf")), deriv, stat, neg
-
-    @triton.jit
-    def _online(m, s, logit):
-        """The running (max, sum of exp) of each row after one more block of ``logit`` (-inf off the negatives)."""
-        m_new = tl.maximum(m, tl.max(logit, axis=1))
-        safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-        return m_new, s * tl.exp(m - safe) + tl.sum(tl.exp(logit - safe[:, None]), axis=1)
-
-    @triton.jit
-    def _forward(a_ptr, c_ptr, A, M, D, ex_ptr, K: tl.constexpr, la_ptr, lc_ptr, LABELS: tl.constexpr, bias_ptr,
-                 bias, BIAS: tl.constexpr, MAP: tl.constexpr, P, MC: tl.constexpr, ratio, RATIO: tl.constexpr,
-                 lse_ptr, extra_ptr, stat_ptr, STATS: tl.constexpr, DP: tl.constexpr, BD: tl.constexpr,
-                 DO: tl.constexpr, PREC: tl.constexpr, BA: tl.constexpr, BM: tl.constexpr):  # fmt: skip
-        rows = tl.program_id(0) * BA + tl.arange(0, BA)
-        a_first = _rows(a_ptr, rows, A, D, 0, BD)
-        m = tl.full([BA], float("-inf"), tl.float32)
-        s = tl.zeros([BA], tl.float32)
-        m2 = tl.full([BA], float("-inf"), tl.float32)
-        s2 = tl.zeros([BA], tl.float32)
-        total = tl.zeros([BA], tl.float32)
-        low = tl.full([BA], float("inf"), tl.float32)
-        high = tl.full([BA], float("-inf"), tl.float32)
-        for j in range(0, M, BM):
-            cols = j + tl.arange(0, BM)
-            x = _products(a_first, a_ptr, c_ptr, rows, cols, A, M, D, DP, BD, PREC)
-            logit, deriv, stat, neg = _tile(x, rows, cols, A, M, ex_ptr, K, la_ptr, lc_ptr, LABELS, bias_ptr, bias,
-                                            BIAS, MAP, P, MC, False)  # fmt: skip
-            m, s = _online(m, s, logit)
-            if RATIO:
-                m2, s2 = _online(m2, s2, logit * ratio)
-            if STATS:
-                total += tl.sum(tl.where(neg, stat, 0.0), axis=1)
-                low = tl.minimum(low, tl.min(tl.where(neg, stat, float("inf")), axis=1))
-                high = tl.maximum(high, tl.max(tl.where(neg, stat, float("-inf")), axis=1))
-        keep = rows < A
-        tl.store(lse_ptr + rows, m + tl.log(tl.where(keep, s, 1.0)), mask=keep)
-        if RATIO:
-            tl.store(extra_ptr + rows, m2 + tl.log(tl.where(keep, s2, 1.0)), mask=keep)
-        if STATS:
-            tl.store(stat_ptr + rows * 3, total, mask=keep)
-            tl.store(stat_ptr + rows * 3 + 1, low, mask=keep)
-            tl.store(stat_ptr + rows * 3 + 2, high, mask=keep)
-
-    @triton.jit
-    def _gradient(x, rows, cols, A, M, ex_ptr, K: tl.constexpr, la_ptr, lc_ptr, LABELS: tl.constexpr, bias_ptr, bias,
-                  BIAS: tl.constexpr, MAP: tl.constexpr, P, MC: tl.constexpr, lse_ptr, g_ptr, lse2_ptr, g2_ptr,
-                  TWO: tl.constexpr, dtype: tl.constexpr, T: tl.constexpr):  # fmt: skip
-        """G = dL/dx of the products ``x``: exp(l - LSE_i) g_i phi', 0 off the negatives, in ``dtype`` (the tensor
-        cores' operand); G^T where ``x`` is the transposed block (``T``). With ``TWO`` the block is also its
-        transpose's (a square block whose negatives are symmetric: CLIP's two directions), and the columns' term
-        exp(l - LSE2_j) g2_j phi' is added: both directions' gradient from one recomputation."""
-        logit, deriv, stat, neg = _tile(x, rows, cols, A, M, ex_ptr, K, la_ptr, lc_ptr, LABELS, bias_ptr, bias, BIAS,
-                                        MAP, P, MC, T)  # fmt: skip
-        lse = tl.load(lse_ptr + rows, mask=rows < A, other=0.0)
-        lse = tl.where(lse == float("-inf"), 0.0, lse)  # a row with no negative: every entry is masked anyway
-        g = tl.load(g_ptr + rows, mask=rows < A, other=0.0)
-        p = tl.exp(logit - _by_anchor(lse, T)) * _by_anchor(g, T)
-        if TWO:
-            lse2 = tl.load(lse2_ptr + cols, mask=cols < M, other=0.0)
-            lse2 = tl.where(lse2 == float("-inf"), 0.0, lse2)
-            g2 = tl.load(g2_ptr + cols, mask=cols < M, other=0.0)
-            p += tl.exp(logit - _by_candidate(lse2, T)) * _by_candidate(g2, T)
-        return tl.where(neg, p * deriv, 0.0).to(dtype)
-
-    @triton.jit
-    def _backward_anchors(a_ptr, c_ptr, A, M, D, ex_ptr, K: tl.constexpr, la_ptr, lc_ptr, LABELS: tl.constexpr,
-                          bias_ptr, bias, BIAS: tl.constexpr, MAP: tl.constexpr, P, MC: tl.constexpr, lse_ptr, g_ptr,
-                          lse2_ptr, g2_ptr, TWO: tl.constexpr, out_ptr, DP: tl.constexpr, BD: tl.constexpr,
-                          DO: tl.constexpr, PREC: tl.constexpr, BA: tl.constexpr, BM: tl.constexpr):  # fmt: skip
-        """dA = G c for a block of anchors and DO of the D columns (program axis 1): the logits are recomputed
-        once per DO columns, so DO < D trades products for registers."""
-        rows = tl.program_id(0) * BA + tl.arange(0, BA)
-        d0 = tl.program_id(1) * DO
-        a_first = _rows(a_ptr, rows, A, D, 0, BD)
-        acc = tl.zeros([BA, DO], tl.float32)
-        for j in range(0, M, BM):
-            cols = j + tl.arange(0, BM)
-            x = _products(a_first, a_ptr, c_ptr, rows, cols, A, M, D, DP, BD, PREC)
-            c_blk = _rows(c_ptr, cols, M, D, d0, DO)
-            grad = _gradient(x, rows, cols, A, M, ex_ptr, K, la_ptr, lc_ptr, LABELS, bias_ptr, bias, BIAS, MAP, P,
-                             MC, lse_ptr, g_ptr, lse2_ptr, g2_ptr, TWO, a_ptr.dtype.element_ty, False)  # fmt: skip
-            acc = tl.dot(grad, c_blk, acc, input_precision=PREC)
-        d = d0 + tl.arange(0, DO)
-        tl.store(out_ptr + rows[:, None] * D + d[None, :], acc, mask=(rows[:, None] < A) & (d[None, :] < D))
-
-    @triton.jit
-    def _backward_candidates(a_ptr, c_ptr, A, M, D, ex_ptr, K: tl.constexpr, la_ptr, lc_ptr, LABELS: tl.constexpr,
-                             bias_ptr, bias, BIAS: tl.constexpr, MAP: tl.constexpr, P, MC: tl.constexpr, lse_ptr, g_ptr,
-                             lse2_ptr, g2_ptr, TWO: tl.constexpr, out_ptr, DP: tl.constexpr, BD: tl.constexpr,
-                             DO: tl.constexpr, PREC: tl.constexpr, BA: tl.constexpr, BM: tl.constexpr):  # fmt: skip
-        """dC = G^T a for a block of candidates and DO of the D columns, as :func:`_backward_anchors`."""
-        cols = tl.program_id(0) * BM + tl.arange(0, BM)
-        d0 = tl.program_id(1) * DO
-        c_first = _rows(c_ptr, cols, M, D, 0, BD)  # the fixed side here: this program's candidates
-        acc = tl.zeros([BM, DO], tl.float32)
-        for i in range(0, A, BA):
-            rows = i + tl.arange(0, BA)
-            # the block as [cols, rows] from the start: G^T multiplies the anchors with no transpose in registers
-            # (transposing the products and G cost this kernel twice the anchors' one on the H200)
-            xt = _products(c_first, c_ptr, a_ptr, cols, rows, M, A, D, DP, BD, PREC)
-            a_blk = _rows(a_ptr, rows, A, D, d0, DO)
-            grad_t = _gradient(xt, rows, cols, A, M, ex_ptr, K, la_ptr, lc_ptr, LABELS, bias_ptr, bias, BIAS, MAP, P,
-                               MC, lse_ptr, g_ptr, lse2_ptr, g2_ptr, TWO, a_ptr.dtype.element_ty, True)  # fmt: skip
-            acc = tl.dot(grad_t, a_blk, acc, input_precision=PREC)
-        d = d0 + tl.arange(0, DO)
-        tl.store(out_ptr + cols[:, None] * D + d[None, :], acc, mask=(cols[:, None] < M) & (d[None, :] < D))
+#: the map of a scalar temperature, already in the anchors (None without Triton)
+SCALAR = TritonMap.of(getattr(kernels, "scalar_map", None))
 
 
 def _next_power_of_two(n: int) -> int:
@@ -324,25 +160,45 @@ def _operands(a: torch.Tensor, c: torch.Tensor, config: TritonConfig) -> tuple[t
     return a.to(dtype).contiguous(), c.to(dtype).contiguous()
 
 
-class _Spec:
-    """Everything the three kernels take besides the embeddings, in their order, for ``request``'s block (its
-    excluded columns, labels, bias and map) under ``config``."""
+@dataclass(frozen=True)
+class Launch:
+    """A block's kernel arguments besides its rows, as the operators take them: the tensors (its excluded columns
+    [A, k], the anchors' and candidates' labels, the biased column [A]; None where absent) and the plain values (the
+    bias, the map's key in :func:`~.triton_jit.registered_map` and its parameters and constant, the features'
+    dtype)."""
 
-    def __init__(self, a: torch.Tensor, c: torch.Tensor, request: Request, config: TritonConfig) -> None:
-        dummy = a.new_zeros(1, dtype=torch.long)
-        exclude, labels, bias_cols = request.exclude, request.labels, request.bias_cols
-        ex = dummy if exclude is None else exclude.long().contiguous()
-        la, lc = (dummy, dummy) if labels is None else (labels.anchor.long().contiguous(),
-                                                        labels.candidate.long().contiguous())
-        logit_map = request.logit_map
-        form = TritonMap(_scalar) if logit_map is None else logit_map.triton
+    tensors: tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]
+    values: tuple[float, str, list[float], int, torch.dtype]
+
+    @classmethod
+    def of(cls, request: Request) -> Launch:
+        labels = request.labels
+        la, lc = (None, None) if labels is None else (labels.anchor, labels.candidate)
+        form = SCALAR if request.logit_map is None else request.logit_map.triton
         assert form is not None  # supports() declined maps without one
-        params = tuple(float(v) for v in form.params) or (0.0,)  # a tuple argument is never empty
+        params = [float(v) for v in form.params] or [0.0]  # a tuple argument of the kernels is never empty
+        tensors = (request.exclude, la, lc, request.bias_cols)
+        return cls(tensors, (float(request.bias), form.key, params, form.constant, request.choice.features))
+
+    def transposed(self) -> Launch:
+        """The launch of the transposed block (the same excluded columns, the labels' sides swapped; no bias)."""
+        exclude, la, lc, _ = self.tensors
+        return replace(self, tensors=(exclude, lc, la, None))
+
+
+class _Spec:
+    """Everything the three kernels take besides the rows, in their order, for rows ``a`` against ``c`` and a
+    :class:`Launch`'s tensors and values, under ``config``."""
+
+    def __init__(self, a: torch.Tensor, c: torch.Tensor, tensors: tuple, values: tuple, config: TritonConfig) -> None:
+        exclude, la, lc, bias_cols = tensors
+        bias, key, params, constant, _ = values
+        dummy = a.new_zeros(1, dtype=torch.long)
+        ex, la_t, lc_t, bias_t = (dummy if t is None else t.long().contiguous() for t in tensors)
         k = 0 if exclude is None else exclude.shape[1]
-        bias_t = dummy if bias_cols is None else bias_cols.long().contiguous()
-        self.common = (a.shape[0], c.shape[0], a.shape[1], ex, k, la, lc, labels is not None, bias_t,
-                       float(request.bias), bias_cols is not None, form.function, params, form.constant)  # fmt: skip
-        self.config, self.logit_map = config, logit_map
+        self.common = (a.shape[0], c.shape[0], a.shape[1], ex, k, la_t, lc_t, la is not None, bias_t, bias,
+                       bias_cols is not None, registered_map(key), tuple(params), constant)  # fmt: skip
+        self.config = config
         self.sizes = config.sizes(a.shape[1])
 
     def grid(self, n: int, block: int, out_columns: bool) -> tuple[int, int]:
@@ -357,22 +213,23 @@ def supports(request: Request, dtype: torch.dtype) -> bool:
     return len(request.ratios) <= 1 and mapped and dtype != torch.float64 and usable_on(request.anchors.device)
 
 
-def prepare(a: torch.Tensor, c: torch.Tensor, request: Request) -> tuple[torch.Tensor, torch.Tensor, _Spec]:
-    """(the rows the kernels read, everything else they take) for ``a`` against ``c`` in ``request``'s block,
-    under the configuration of their width and features' dtype (:func:`config_for`)."""
-    config = config_for(a.shape[1], a.device, features_dtype(a, c, request.choice.features))
+def prepare(a: torch.Tensor, c: torch.Tensor, tensors: tuple,
+            values: tuple) -> tuple[torch.Tensor, torch.Tensor, _Spec]:  # fmt: skip
+    """(the rows the kernels read, everything else they take) for ``a`` against ``c`` with a :class:`Launch`'s
+    tensors and values, under the configuration of their width and features' dtype (:func:`config_for`)."""
+    config = config_for(a.shape[1], a.device, features_dtype(a, c, values[-1]))
     a_in, c_in = _operands(a, c, config)
-    return a_in, c_in, _Spec(a_in, c_in, request, config)
+    return a_in, c_in, _Spec(a_in, c_in, tensors, values, config)
 
 
-def streamed_gradients(a_in: torch.Tensor, c_in: torch.Tensor, g: torch.Tensor, request: Request,
+def streamed_gradients(a: torch.Tensor, c: torch.Tensor, g: torch.Tensor, request: Request,
                        transposed: tuple[BlockLabels | None, torch.Tensor] | None = None,
                        ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     """dL/da, dL/dc of ``sum_i g_i LSE_i`` from the streaming kernel (exact) for ``request``'s block with rows
-    ``a_in`` (pre-scaled) and ``c_in``, for a backward whose Triton kernels failed; with ``transposed`` = (the
+    ``a`` (pre-scaled) and ``c``, for a backward whose Triton kernels failed; with ``transposed`` = (the
     transpose's labels, g2), plus ``sum_j g2_j LSE'_j`` of ``c`` against ``a`` (the same excluded columns)."""
     with torch.enable_grad():
-        a, c = a_in.detach().float().requires_grad_(), c_in.detach().float().requires_grad_()
+        a, c = a.detach().float().requires_grad_(), c.detach().float().requires_grad_()
         rows = replace(request, anchors=a, candidates=c, scale=1.0, ratios=(), bond=None)
         total = (STREAMING.run(rows)[0] * g).sum()
         if transposed is not None:
@@ -382,64 +239,115 @@ def streamed_gradients(a_in: torch.Tensor, c_in: torch.Tensor, g: torch.Tensor, 
     return grad_a, grad_c
 
 
-def forward_lse(a_in: torch.Tensor, c_in: torch.Tensor, spec: _Spec,
-                ratios: tuple[float, ...] = ()) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...] | None]:
-    """One forward launch: the LSE [A], the LSE at ``ratios[0]`` times the logits (where given) and the map's
-    statistic over the negatives (sum, min, max) where the map has one and wants it."""
-    n, logit_map = a_in.shape[0], spec.logit_map
+# The launches as operators (torch.library): torch.compile sees each as one node of known output shapes (their fake
+# forms below) and traces the loss around it whole; CUDA graphs capture the launches. The schemas name the plain
+# values the kernels take, a map by its key
+_LAUNCH = "Tensor? exclude, Tensor? label_a, Tensor? label_c, Tensor? bias_cols, float bias, str map_key, " \
+          "float[] params, int constant, ScalarType features"  # fmt: skip
+
+
+@torch.library.custom_op("cl_plugins::triton_lse", mutates_args=(), schema=f"(Tensor a, Tensor c, {_LAUNCH}, "
+                         "float ratio, bool with_ratio, bool stat) -> (Tensor, Tensor, Tensor)")  # fmt: skip
+def _lse_op(a: torch.Tensor, c: torch.Tensor, exclude: torch.Tensor | None, label_a: torch.Tensor | None,
+            label_c: torch.Tensor | None, bias_cols: torch.Tensor | None, bias: float, map_key: str,
+            params: list[float], constant: int, features: torch.dtype, ratio: float, with_ratio: bool,
+            stat: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
+    """The forward launch: the LSE [A], the LSE at ``ratio`` times the logits [A] (``with_ratio``; else unset) and
+    the map's statistic over the negatives (sum, min, max) [3] (``stat``; else zeros), all float32."""
+    a_in, c_in, spec = prepare(a, c, (exclude, label_a, label_c, bias_cols), (bias, map_key, params, constant,
+                                                                              features))  # fmt: skip
+    n = a_in.shape[0]
     lse, extra, stats = (a_in.new_empty(n, dtype=torch.float32), a_in.new_empty(n, dtype=torch.float32),
-                         a_in.new_empty(n, 3, dtype=torch.float32))  # fmt: skip
-    stat = logit_map is not None and logit_map.reports
-    ratio = float(ratios[0]) if ratios else 1.0
-    _forward[spec.grid(n, spec.config.block_a, False)](a_in, c_in, *spec.common, ratio, bool(ratios), lse, extra,
-                                                       stats, stat, *spec.sizes, **spec.config.launch())  # fmt: skip
-    return lse, extra, ((stats[:, 0].sum(), stats[:, 1].amin(), stats[:, 2].amax()) if stat else None)
+                         a_in.new_zeros(n, 3, dtype=torch.float32))  # fmt: skip
+    kernels.forward_kernel[spec.grid(n, spec.config.block_a, False)](
+        a_in, c_in, *spec.common, ratio, with_ratio, lse, extra, stats, stat, *spec.sizes, **spec.config.launch())
+    summary = torch.stack([stats[:, 0].sum(), stats[:, 1].amin(), stats[:, 2].amax()]) if stat and n else \
+        a.new_zeros(3, dtype=torch.float32)  # fmt: skip
+    return lse, extra, summary
 
 
-def backward_launch(a_in: torch.Tensor, c_in: torch.Tensor, spec: _Spec, rows: tuple[torch.Tensor, torch.Tensor],
-                    columns: tuple[torch.Tensor, torch.Tensor] | None = None,
-                    candidates: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:  # fmt: skip
-    """dL/da, dL/dc (float32) from the two backward kernels, given the rows' (LSE, upstream gradient) and, for a
-    block that is also its transpose's, the columns' (:func:`_gradient`'s ``TWO``); ``candidates=False``: the
-    anchors' kernel alone (dL/dc None)."""
-    config = spec.config
-    two = columns is not None
-    lse2, g2 = columns if two else rows
+@_lse_op.register_fake
+def _(a, c, *args):  # type: ignore[no-untyped-def]
+    n = a.shape[0]
+    return a.new_empty(n, dtype=torch.float32), a.new_empty(n, dtype=torch.float32), a.new_empty(3, dtype=torch.float32)
+
+
+@torch.library.custom_op("cl_plugins::triton_lse_backward", mutates_args=(), schema=f"(Tensor a, Tensor c, "
+                         f"{_LAUNCH}, Tensor lse, Tensor g, Tensor? lse2, Tensor? g2, bool candidates) "
+                         "-> (Tensor, Tensor)")  # fmt: skip
+def _lse_backward_op(a: torch.Tensor, c: torch.Tensor, exclude: torch.Tensor | None, label_a: torch.Tensor | None,
+                     label_c: torch.Tensor | None, bias_cols: torch.Tensor | None, bias: float, map_key: str,
+                     params: list[float], constant: int, features: torch.dtype, lse: torch.Tensor, g: torch.Tensor,
+                     lse2: torch.Tensor | None, g2: torch.Tensor | None,
+                     candidates: bool) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    """The backward launches: dL/da [A, D] and dL/dc [M, D] (float32) of ``sum_i g_i LSE_i``, plus, where ``lse2``
+    and ``g2`` are given, ``sum_j g2_j LSE'_j`` of the transposed block (a block that is its transpose's: the
+    kernels' ``TWO``); ``candidates=False``: the anchors' kernel alone, and in place of dL/dc the rows of dL/da
+    dotted with the candidates' rows as the kernels read them [A] (a block against itself: its scale's gradient)."""
+    a_in, c_in, spec = prepare(a, c, (exclude, label_a, label_c, bias_cols), (bias, map_key, params, constant,
+                                                                              features))  # fmt: skip
+    config, two = spec.config, lse2 is not None
+    columns = (lse2, g2) if two else (lse, g)
     grad_a = torch.empty(a_in.shape, dtype=torch.float32, device=a_in.device)
-    _backward_anchors[spec.grid(a_in.shape[0], config.block_a, True)](
-        a_in, c_in, *spec.common, *rows, lse2, g2, two, grad_a, *spec.sizes, **config.launch())  # fmt: skip
+    kernels.backward_anchors_kernel[spec.grid(a_in.shape[0], config.block_a, True)](
+        a_in, c_in, *spec.common, lse, g, *columns, two, grad_a, *spec.sizes, **config.launch())  # fmt: skip
     if not candidates:
-        return grad_a, None
+        return grad_a, (grad_a * c_in.float()).sum(dim=1)
     grad_c = torch.empty(c_in.shape, dtype=torch.float32, device=c_in.device)
-    _backward_candidates[spec.grid(c_in.shape[0], config.block_m, True)](
-        a_in, c_in, *spec.common, *rows, lse2, g2, two, grad_c, *spec.sizes, **config.launch())  # fmt: skip
+    kernels.backward_candidates_kernel[spec.grid(c_in.shape[0], config.block_m, True)](
+        a_in, c_in, *spec.common, lse, g, *columns, two, grad_c, *spec.sizes, **config.launch())  # fmt: skip
     return grad_a, grad_c
+
+
+@_lse_backward_op.register_fake
+def _(a, c, *args):  # type: ignore[no-untyped-def]
+    grad_a = a.new_empty(a.shape, dtype=torch.float32)
+    return grad_a, (c.new_empty(c.shape, dtype=torch.float32) if args[-1] else a.new_empty(a.shape[0],
+                                                                                          dtype=torch.float32))
+
+
+def forward_lse(a: torch.Tensor, c: torch.Tensor, launch: Launch, ratio: float | None = None,
+                stat: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
+    """The forward operator (:func:`_lse_op`) for rows ``a`` (pre-scaled) against ``c`` under ``launch``."""
+    return torch.ops.cl_plugins.triton_lse(a, c, *launch.tensors, *launch.values, 1.0 if ratio is None else ratio,
+                                           ratio is not None, stat)  # fmt: skip
+
+
+def backward_launch(a: torch.Tensor, c: torch.Tensor, launch: Launch, rows: tuple[torch.Tensor, torch.Tensor],
+                    columns: tuple[torch.Tensor, torch.Tensor] | None = None,
+                    candidates: bool = True) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    """The backward operator (:func:`_lse_backward_op`) given the rows' (LSE, upstream gradient) and, for a block
+    that is also its transpose's, the columns'."""
+    lse2, g2 = (None, None) if columns is None else columns
+    return torch.ops.cl_plugins.triton_lse_backward(a, c, *launch.tensors, *launch.values, *rows, lse2, g2,
+                                                    candidates)  # fmt: skip
 
 
 class _TritonNegativeLSE(torch.autograd.Function):
     @staticmethod
     def forward(ctx, a, c, request):  # type: ignore[override]
+        launch = Launch.of(request)
         with torch.autocast(device_type=a.device.type, enabled=False), torch.no_grad():
-            a_in, c_in, spec = prepare(a, c, request)
-            lse, extra, stats = forward_lse(a_in, c_in, spec, request.ratios)
-        ctx.save_for_backward(a_in, c_in, lse)
-        ctx.spec, ctx.dtypes, ctx.request = spec, (a.dtype, c.dtype), request
+            ratio = float(request.ratios[0]) if request.ratios else None
+            lse, extra, stats = forward_lse(a, c, launch, ratio, request.reports)
+        ctx.save_for_backward(a, c, lse, *launch.tensors)
+        ctx.values, ctx.request = launch.values, request
         outs = [lse.to(a.dtype)] + ([extra.to(a.dtype)] if request.ratios else [])
-        outs += [] if stats is None else [torch.stack(stats)]  # for Request.reported, outside this function
+        outs += [stats] if request.reports else []  # for Request.reported, outside this function
         ctx.mark_non_differentiable(*outs[1:])
         return tuple(outs)
 
     @staticmethod
     def backward(ctx, grad, *unused):  # type: ignore[override]
         refuse_second_derivative("Triton")
-        a_in, c_in, lse = ctx.saved_tensors
+        a, c, lse, *tensors = ctx.saved_tensors
         g = grad.float().contiguous()
         try:
-            grad_a, grad_c = backward_launch(a_in, c_in, ctx.spec, (lse, g))
+            grad_a, grad_c = backward_launch(a, c, Launch(tuple(tensors), ctx.values), (lse, g))
         except Exception as error:  # noqa: BLE001 - a backward kernel that cannot compile here: streamed, exact
             ctx.request.health.fail(Triton.name, error)
-            grad_a, grad_c = streamed_gradients(a_in, c_in, g, ctx.request)
-        return grad_a.to(ctx.dtypes[0]), grad_c.to(ctx.dtypes[1]), None
+            grad_a, grad_c = streamed_gradients(a, c, g, ctx.request)
+        return grad_a.to(a.dtype), grad_c.to(c.dtype), None
 
 
 class Triton:
