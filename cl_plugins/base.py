@@ -19,6 +19,7 @@ from torch import nn
 from .deferred import DeferredChecks
 from .distributed import ProcessesDisagree, all_reduce_sum, is_distributed, refuse_on_every_rank, world_size
 from .extension import LazyLogits, LogitMap, Pairs, softplus
+from .kernels.autocast import autocast_off
 from .kernels.contract import KernelChoice, KernelHealth
 from .kernels.dispatch import KERNELS, choose
 from .labels import Labels, refuse_replaced
@@ -251,7 +252,7 @@ class ContrastiveLoss(nn.Module):
         if self.check_inputs:
             check_pair(z1, z2, rows=False)  # the rows are checked in the pass that normalises them
         checks = self.input_checks
-        with torch.autocast(device_type=z1.device.type, enabled=False):
+        with autocast_off(z1.device.type):
             u1, u2 = (
                 unit_rows(z, name if self.check_inputs else None, checks=checks) for z, name in ((z1, "z1"), (z2, "z2"))
             )

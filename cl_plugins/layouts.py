@@ -25,11 +25,13 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import torch
 
 from .deferred import DeferredChecks
 from .distributed import check_agreement, gather_with_grad, is_distributed
+from .kernels.autocast import autocast_off
 from .kernels.contract import Bond, KernelChoice
 from .kernels.lazy import LazyLogits
 from .labels import BlockLabels, Labels
@@ -71,6 +73,12 @@ class PairBlock:
     labels: BlockLabels | None = None
     #: the bond with this block's transpose where the layout made both (:class:`~.kernels.contract.Bond`)
     bond: Bond | None = None
+
+    @property
+    def anchor_rows(self) -> torch.Tensor:
+        """The anchors' indices 0 .. A-1, built once per size and device."""
+        n, device = self.anchors.shape[0], self.anchors.device
+        return _built_once(("rows", n, device), lambda: torch.arange(n, device=device))
 
     def label_pairs(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(anchor rows, candidate indices) [Q] of every candidate of its anchor's label other than the anchor's
@@ -118,7 +126,7 @@ class PairBlock:
     def lazy(self, kernel: KernelChoice | None = None) -> LazyLogits:
         """The cosine matrix as :class:`~cl_plugins.extension.LazyLogits` for ``kernel`` (default: the one-buffer
         kernel), as :func:`cl_plugins.kernels.dispatch.choose` picked it."""
-        with torch.autocast(device_type=self.anchors.device.type, enabled=False):
+        with autocast_off(self.anchors.device.type):
             a = self._unit(self.anchors)
             c = a if self.candidates_are_anchors else self._unit(self.candidates)
             p = None if self.positives is None else self._unit(self.positives)
@@ -132,7 +140,7 @@ class PairBlock:
 
     def cosine(self) -> torch.Tensor:
         """Cosine similarities [A, M] in float32 (float64 for float64 inputs), also under autocast."""
-        with torch.autocast(device_type=self.anchors.device.type, enabled=False):
+        with autocast_off(self.anchors.device.type):
             a = self._unit(self.anchors)
             c = a if self.candidates_are_anchors else self._unit(self.candidates)
             sim = a @ c.T
@@ -255,11 +263,11 @@ def _distinct_where(every: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 #: index columns a layout builds at every call of a run, kept per (layout, sizes, offset, device): read only
-_COLUMNS: dict[tuple[object, ...], tuple[torch.Tensor, torch.Tensor]] = {}
+_COLUMNS: dict[tuple[object, ...], Any] = {}
+Built = TypeVar("Built")
 
 
-def _built_once(key: tuple[object, ...], build: Callable[[], tuple[torch.Tensor, torch.Tensor]],
-                ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+def _built_once(key: tuple[object, ...], build: Callable[[], Built]) -> Built:
     """``build()``, kept for the next call with ``key`` (outside a compiled region, which holds them as constants
     of its graph); made outside inference mode, since a later call's autograd may save them."""
     if torch.compiler.is_compiling():

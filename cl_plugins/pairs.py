@@ -75,7 +75,7 @@ class Pairs:
         n = block.anchors.shape[0]
         offset = 0 if block.positives is None else 1
         m = block.candidates.shape[0] + offset
-        rows, cols = torch.arange(n, device=block.anchors.device), block.pos_cols
+        rows, cols = block.anchor_rows, block.pos_cols
         form = None if block.labels is None else block.labels.policy.form
         if form is not None:
             extra_rows, extra_cand = block.label_pairs()

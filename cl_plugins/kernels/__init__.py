@@ -13,10 +13,10 @@
   launches as ``torch.library`` operators, which ``torch.compile`` takes whole) and :mod:`.triton_bonded` (Triton for a
   block against itself or bonded with its transpose), :mod:`.pair_network` (logits with a per-pair temperature
   network);
-* helpers the backends share: :mod:`.compiled` and :mod:`.tiles` (a per-pair map's whole tiles compiled,
-  ``compile_maps=True``), :mod:`.negatives` (which entries of a tile are no negatives), :mod:`.listed_cosines`
-  (the cosines of listed pairs), :mod:`.triton_jit` (Triton where installed, and the decorator of a map's Triton form),
-  :mod:`.triton_kernels` (the jitted Triton kernels themselves),
+* helpers the backends share: :mod:`.autocast` (float32 regions under autocast), :mod:`.compiled` and :mod:`.tiles`
+  (a per-pair map's whole tiles compiled, ``compile_maps=True``), :mod:`.negatives` (which entries of a tile are no
+  negatives), :mod:`.listed_cosines` (the cosines of listed pairs), :mod:`.triton_jit` (Triton where installed, and
+  the decorator of a map's Triton form), :mod:`.triton_kernels` (the jitted Triton kernels themselves),
   :mod:`.statement` (a per-pair map stated once, read as torch and as Triton code).
 
 Strategies reach them through :mod:`cl_plugins.extension`.

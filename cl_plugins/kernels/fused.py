@@ -19,6 +19,7 @@ import math
 import torch
 
 from . import streaming
+from .autocast import autocast_off
 from .compiled import maybe_compiled
 from .contract import Request
 from .negatives import NonNegatives
@@ -33,7 +34,7 @@ CHUNK_ELEMENTS = 1 << 18
 class NegativeLSE(torch.autograd.Function):
     @staticmethod
     def forward(ctx, a, c, plan):  # type: ignore[override]
-        with torch.autocast(device_type=a.device.type, enabled=False):
+        with autocast_off(a.device.type):
             return NegativeLSE._forward(ctx, a, c, plan)
 
     @staticmethod
@@ -41,35 +42,38 @@ class NegativeLSE(torch.autograd.Function):
         exclude_cols, logit_map, ratios = plan.exclude, plan.logit_map, plan.ratios
         x = a @ c.T
         n_rows = x.shape[0]
-        m = None if plan.bounded else x.new_zeros(n_rows, 1)  # a bounded plan sums without a maximum
-        s = x.new_empty(n_rows, 1)
-        extras = [x.new_empty(n_rows) for _ in ratios]
+        sums: list[torch.Tensor] = []
+        maxima: list[torch.Tensor] = []  # none where the plan is bounded: it sums without a maximum (m = 0)
+        extras: list[list[torch.Tensor]] = [[] for _ in ratios]
         stats = NegativeStats(x) if logit_map is not None and logit_map.reports else None
         # row chunks that stay in cache: max, exp and sums then cost about one pass over x
         step = max(1, CHUNK_ELEMENTS // max(1, x.shape[1]))
         for start in range(0, n_rows, step):
             rows = slice(start, start + step)
+            chunk = x if step >= n_rows else x[rows]  # a view of the buffer
             if plan.tile_form is not None:  # compiled: map, masks, exp, sums and statistics in one loop
-                s[rows] = _compiled_chunk(x[rows], start, plan, stats)
+                sums.append(_compiled_chunk(chunk, start, plan, stats))
                 continue
             # the chunk's non-negatives, the label mask from the two label vectors while the chunk is in cache
-            skip = NonNegatives.of(exclude_cols, plan.labels, start, x[rows])
+            skip = NonNegatives.of(exclude_cols, plan.labels, start, chunk)
             if plan.closed:  # exp(phi) and exp(phi) phi' in closed form: no maximum, no exp
-                e, factor = _chunk_exp(x[rows], rows, skip, logit_map, plan.bias_cols, plan.bias)
-                s[rows] = e.sum(dim=1, keepdim=True)
-                x[rows] = factor  # the buffer keeps exp(l - m) * phi'(x) with m = 0, all that backward needs
+                e, factor = _chunk_exp(chunk, rows, skip, logit_map, plan.bias_cols, plan.bias)
+                sums.append(e.sum(dim=1, keepdim=True))
+                chunk.copy_(factor)  # the buffer keeps exp(l - m) * phi'(x) with m = 0, all that backward needs
                 continue
-            xc, derivative = _chunk_logits(x[rows], rows, skip, logit_map, plan.bias_cols, plan.bias, stats)
-            # finite: every row keeps at least one negative; a bounded plan sums without it (m = 0)
+            xc, derivative = _chunk_logits(chunk, rows, skip, logit_map, plan.bias_cols, plan.bias, stats)
+            # finite: every row keeps at least one negative
             mc = None if plan.bounded else xc.amax(dim=1, keepdim=True)
             for out, r in zip(extras, ratios):
-                out[rows] = _scaled_lse(xc, mc, r)
+                out.append(_scaled_lse(xc, mc, r))
             if mc is not None:
-                m[rows] = mc  # type: ignore[index]
+                maxima.append(mc)
                 xc.sub_(mc)
-            s[rows] = xc.exp_().sum(dim=1, keepdim=True)
+            sums.append(xc.exp_().sum(dim=1, keepdim=True))
             if derivative is not None:  # the buffer keeps exp(l - m) * phi'(x), all that backward needs
-                torch.mul(xc, derivative, out=x[rows])
+                torch.mul(xc, derivative, out=chunk)
+        s, m = _joined(sums, x, (n_rows, 1)), (_joined(maxima, x, (n_rows, 1)) if maxima else None)
+        extras = [_joined(parts, x, (n_rows,)) for parts in extras]  # type: ignore[misc]
         if stats is not None:  # an output: the caller hands it to on_stats (no side effect in here)
             extras.append(torch.stack(stats.values))
         ctx.save_for_backward(a, c, x, s)
@@ -81,11 +85,18 @@ class NegativeLSE(torch.autograd.Function):
     def backward(ctx, grad, *unused):  # type: ignore[override]
         _refuse_second_backward(ctx)
         a, c, x, s = ctx.saved_tensors
-        with torch.autocast(device_type=a.device.type, enabled=False):  # also when backward runs under autocast
+        with autocast_off(a.device.type):  # also when backward runs under autocast
             g = x.mul_(grad[:, None] / s)  # softmax over the negatives, times the incoming gradient
             grad_a = g @ c if ctx.needs_input_grad[0] else None
             grad_c = g.T @ a if ctx.needs_input_grad[1] else None
         return grad_a, grad_c, None
+
+
+def _joined(parts: list[torch.Tensor], like: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
+    """The row chunks' results as one tensor: the one chunk's itself (no copy), or zeros of ``shape`` for no rows."""
+    if len(parts) == 1:
+        return parts[0]
+    return torch.cat(parts) if parts else like.new_zeros(shape)
 
 
 def _compiled_chunk(x: torch.Tensor, start: int, plan: streaming._Plan, stats: NegativeStats | None) -> torch.Tensor:
@@ -141,15 +152,17 @@ class PairLSE(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, a, c, plan):  # type: ignore[override]
-        with torch.autocast(device_type=a.device.type, enabled=False):
+        with autocast_off(a.device.type):
             x = a @ c.T
-            rows_sum, cols_sum = x.new_empty(x.shape[0]), x.new_zeros(x.shape[1])
+            n_rows, rows_sums, cols_sum = x.shape[0], [], None
             step = max(1, CHUNK_ELEMENTS // max(1, x.shape[1]))
-            for start in range(0, x.shape[0], step):  # row chunks that stay in cache
-                rows = slice(start, start + step)
-                e = NonNegatives.of(plan.exclude, plan.labels, start, x[rows]).fill_(x[rows], NEG_INF).exp_()
-                rows_sum[rows] = e.sum(dim=1)
-                cols_sum += e.sum(dim=0)
+            for start in range(0, n_rows, step):  # row chunks that stay in cache
+                chunk = x if step >= n_rows else x[start : start + step]
+                e = NonNegatives.of(plan.exclude, plan.labels, start, chunk).fill_(chunk, NEG_INF).exp_()
+                rows_sums.append(e.sum(dim=1))
+                cols_sum = e.sum(dim=0) if cols_sum is None else cols_sum.add_(e.sum(dim=0))
+            rows_sum = _joined(rows_sums, x, (n_rows,))
+            cols_sum = x.new_zeros(x.shape[1]) if cols_sum is None else cols_sum
         ctx.save_for_backward(a, c, x, rows_sum, cols_sum)
         ctx.consumed = False
         return rows_sum.log(), cols_sum.log()
@@ -158,7 +171,7 @@ class PairLSE(torch.autograd.Function):
     def backward(ctx, grad_rows, grad_cols):  # type: ignore[override]
         _refuse_second_backward(ctx)
         a, c, e, rows_sum, cols_sum = ctx.saved_tensors
-        with torch.autocast(device_type=a.device.type, enabled=False):
+        with autocast_off(a.device.type):
             g = e.mul_((grad_rows / rows_sum)[:, None] + (grad_cols / cols_sum)[None, :])
             grad_a = g @ c if ctx.needs_input_grad[0] else None
             grad_c = g.T @ a if ctx.needs_input_grad[1] else None
@@ -199,7 +212,7 @@ class FusedPair:
             first, lse = left
             return [lse] if first.transposed_by(request) else None
         anchors = request.scaled_anchors()
-        with torch.autocast(device_type=anchors.device.type, enabled=False):
+        with autocast_off(anchors.device.type):
             plan = streaming.make_plan(request, anchors)
         if not plan.bounded:  # a maximum per row and per column would take two buffers: apart, as before
             return None
@@ -219,7 +232,7 @@ class Fused:
 
     def run(self, request: Request) -> list[torch.Tensor]:
         anchors = request.scaled_anchors()
-        with torch.autocast(device_type=anchors.device.type, enabled=False):
+        with autocast_off(anchors.device.type):
             plan = streaming.make_plan(request, anchors)
         return request.reported(NegativeLSE.apply(anchors, request.candidates_beside(anchors), plan))
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from .autocast import autocast_off
 from .contract import Request
 from .streaming import (
     _Plan,
@@ -78,7 +79,7 @@ def _side(plan: _Plan, device: torch.device) -> int:
 class _HalvesNegativeLSE(torch.autograd.Function):
     @staticmethod
     def forward(ctx, u, scale, plan):  # type: ignore[override]
-        with torch.autocast(device_type=u.device.type, enabled=False), torch.no_grad():
+        with autocast_off(u.device.type), torch.no_grad():
             a, side = u * scale.to(u.dtype), _side(plan, u.device)
             stats = plan_stats(plan, u)
             sums = [u.new_zeros(plan.rows) for _ in (1.0, *plan.ratios)]
@@ -97,7 +98,7 @@ class _HalvesNegativeLSE(torch.autograd.Function):
         refuse_second_derivative()
         u, scale, lse = ctx.saved_tensors
         plan: _Plan = ctx.plan
-        with torch.autocast(device_type=u.device.type, enabled=False):
+        with autocast_off(u.device.type):
             a, side = u * scale.to(u.dtype), _side(plan, u.device)
             v = grad * torch.exp(-lse)  # dL/dl_ij = e_ij v_i for the row direction
             out = torch.zeros_like(u)  # S u, with S the symmetrised dL/dx

@@ -5,7 +5,7 @@ contract it hands the kernels (:class:`~cl_plugins.kernels.contract.Request`) li
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING
 
 import torch
@@ -79,21 +79,26 @@ class LazyLogits:
                   divided_by: tuple[float, torch.Tensor] | None = None) -> LazyLogits:  # fmt: skip
         if self.logit_map is not None:
             raise TypeError("mapped logits cannot be rescaled: put the temperature into the logit map")
-        return replace(self, scale=self.scale / tau, largest=largest, divided_by=divided_by)
+        return self._with(scale=self.scale / tau, largest=largest, divided_by=divided_by)
 
     def mapped(self, logit_map: LogitMap) -> LazyLogits:
         """Logits ``logit_map.value(cosine)`` (per-pair strategies)."""
         if not (isinstance(self.scale, float) and self.scale == 1.0):
             raise TypeError("a logit map applies to the cosines themselves, not to rescaled logits")
-        return replace(self, logit_map=logit_map)
+        return self._with(logit_map=logit_map)
 
     def with_network(self, network: PairNetwork) -> LazyLogits:
         """Logits with ``network``'s per-pair temperature (AMCL's per-pair forms) instead of a scale or map."""
-        return replace(self, network=network)
+        return self._with(network=network)
 
     def with_bias(self, cols: torch.Tensor, value: float) -> LazyLogits:
         """``value`` added to the logit at column ``cols[a]`` of every row a (a hard negative's bias)."""
-        return replace(self, bias_cols=cols, bias=float(value))
+        return self._with(bias_cols=cols, bias=float(value))
+
+    def _with(self, **changes: object) -> LazyLogits:
+        """A copy with ``changes`` (the positives' cache shared), built directly: ``dataclasses.replace`` costs
+        microseconds per call eagerly and a guard per field under ``torch.compile``."""
+        return LazyLogits(**{name: changes.get(name, getattr(self, name)) for name in _FIELDS})  # type: ignore[arg-type]
 
     def scaled_anchors(self) -> torch.Tensor:
         if isinstance(self.scale, float) and self.scale == 1.0:
@@ -104,11 +109,23 @@ class LazyLogits:
         """Logits of the positive pairs [A]."""
         cos = self._positive_cache.get("cos")
         if cos is None:
-            p = self.positives if self.positives is not None else self.candidates.index_select(0, cols)
-            cos = (self.anchors * p).sum(dim=1)
+            cos = self._positive_cosines(cols)
             if torch.is_grad_enabled():  # a no-grad result must not stand in for the graph later
                 self._positive_cache["cos"] = cos
         return self._logits_of(cos)
+
+    def _positive_cosines(self, cols: torch.Tensor) -> torch.Tensor:
+        if self.positives is not None:
+            return (self.anchors * self.positives).sum(dim=1)
+        if self.bond is None:
+            return (self.anchors * self.candidates.index_select(0, cols)).sum(dim=1)
+        # a bonded block's positives are the diagonal, the same cosines in both directions: computed once
+        shared = self.bond.slot.get("positive cosines")
+        if shared is None or not torch.is_grad_enabled():
+            shared = (self.anchors * self.candidates).sum(dim=1)
+            if torch.is_grad_enabled():
+                self.bond.slot["positive cosines"] = shared
+        return shared
 
     def pair_logits(self, rows: torch.Tensor, cand: torch.Tensor) -> torch.Tensor:
         """Logits of the listed (anchor ``rows``, candidate ``cand``) pairs [P] (``cand`` indexes the candidates,
@@ -136,6 +153,10 @@ class LazyLogits:
         return dispatch.run(Request(self.anchors, self.candidates, exclude, self.scale, tuple(ratios), self.logit_map,
                                     self.bias_cols, self.bias, self.labels, self.bond, self.kernel,
                                     self.network, self.largest, self.mirrored, self.divided_by))  # fmt: skip
+
+
+#: the fields of :class:`LazyLogits`, in their order
+_FIELDS = tuple(f.name for f in fields(LazyLogits))
 
 
 def divide(sim: torch.Tensor | LazyLogits, tau: torch.Tensor, at_least: float) -> torch.Tensor | LazyLogits:

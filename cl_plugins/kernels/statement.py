@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-from .triton_jit import tl, triton, triton_map
+from .triton_jit import keyed, tl, triton
 
 
 def _clip(a: torch.Tensor, b: float | torch.Tensor, upper: bool) -> torch.Tensor:
@@ -150,7 +150,9 @@ def logit_statement(function: Callable[..., Any]) -> LogitStatement:
     jitted = None
     if triton is not None:
         try:
-            jitted = triton_map(_instance(function, TRITON_MATH))
+            jitted = triton.jit(_instance(function, TRITON_MATH))
+            # the decorated name holds the statement, whose ``triton`` is this
+            jitted = keyed(jitted, f"{function.__module__}:{function.__qualname__}.triton")
         except (OSError, TypeError, ValueError):  # no source file to read (a REPL, exec): no Triton form
             jitted = None
     return LogitStatement(function, _instance(function, TorchMath), _instance(function, TorchMathThrough), jitted)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from .autocast import autocast_off
 from .compiled import maybe_compiled
 from .contract import KernelHealth, LogitMap, Request
 from .negatives import NonNegatives, at_listed
@@ -306,7 +307,7 @@ def refuse_second_derivative(kernel: str = "streaming") -> None:
 class _StreamingNegativeLSE(torch.autograd.Function):
     @staticmethod
     def forward(ctx, a, c, plan):  # type: ignore[override]
-        with torch.autocast(device_type=a.device.type, enabled=False), torch.no_grad():
+        with autocast_off(a.device.type), torch.no_grad():
             rows, width = tile_sizes(plan.rows, plan.cols, a.device)
             stats = plan_stats(plan, a)
             parts = [_row_block_forward(a[r0 : r0 + rows], c, r0, width, plan, stats)
@@ -319,7 +320,7 @@ class _StreamingNegativeLSE(torch.autograd.Function):
         refuse_second_derivative()
         a, c, lse = ctx.saved_tensors
         plan: _Plan = ctx.plan
-        with torch.autocast(device_type=a.device.type, enabled=False):
+        with autocast_off(a.device.type):
             grad_a = torch.zeros_like(a) if ctx.needs_input_grad[0] else None
             grad_c = torch.zeros_like(c) if ctx.needs_input_grad[1] else None
             rows, width = tile_sizes(plan.rows, plan.cols, a.device)

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from .autocast import autocast_off
 from .contract import LogitMap, Request
 from .halves import mirrored
 from .streaming import refuse_second_derivative
@@ -50,7 +51,7 @@ class _TritonPairLSE(torch.autograd.Function):
     @staticmethod
     def forward(ctx, a, c, request):  # type: ignore[override]
         launch, stat = Launch.of(request), request.reports
-        with torch.autocast(device_type=a.device.type, enabled=False), torch.no_grad():
+        with autocast_off(a.device.type), torch.no_grad():
             lse, _, stats = forward_lse(a, c, launch, stat=stat)
             lse2, _, stats2 = forward_lse(c, a, launch.transposed(), stat=stat)
         ctx.save_for_backward(a, c, lse, lse2, *launch.tensors)
@@ -80,7 +81,7 @@ class _TritonSelfLSE(torch.autograd.Function):
     @staticmethod
     def forward(ctx, u, scale, request):  # type: ignore[override]
         launch = Launch.of(request)
-        with torch.autocast(device_type=u.device.type, enabled=False), torch.no_grad():
+        with autocast_off(u.device.type), torch.no_grad():
             a = u * scale.to(u.dtype)
             lse, _, stats = forward_lse(a, u, launch, stat=request.reports)
         ctx.save_for_backward(a, u, lse, scale, *launch.tensors)

@@ -4,6 +4,7 @@ per-pair map's Triton form (a strategy's own file uses it through :mod:`cl_plugi
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -22,18 +23,17 @@ def triton_map(function: Callable[..., Any]) -> Any:
     block of float32 cosines ``x``: ``params`` is the tuple of ``TritonMap.params`` (runtime floats), ``constant``
     the compile-time ``TritonMap.constant`` (branch on it freely). The ``triton.jit`` function, or None where Triton
     is absent (the strategy's map then has no Triton form). Write numbers as literals: a jitted function reads no
-    module globals."""
+    module globals; define it at a module's top level, where the kernels' operators find it (:func:`map_key`)."""
     if triton is None:
         return None
-    jitted = triton.jit(function)
-    # the kernels' operators take a map by this key (a jitted function is no operator argument)
-    jitted.cl_plugins_key = f"{function.__module__}.{function.__name__}#{len(_MAPS)}"
-    _MAPS[jitted.cl_plugins_key] = jitted
+    return keyed(triton.jit(function), f"{function.__module__}:{function.__qualname__}")
+
+
+def keyed(jitted: Any, key: str) -> Any:
+    """``jitted``, found by the kernels' operators at ``key``: ``"module:attribute.path"``, where its module holds it
+    (a jitted function is no operator argument, so they take the map by where it is defined)."""
+    jitted.cl_plugins_key = key
     return jitted
-
-
-#: every map's Triton form by its key (:func:`triton_map`), which the kernels' operators take
-_MAPS: dict[str, Any] = {}
 
 
 def map_key(function: Any) -> str:
@@ -42,8 +42,15 @@ def map_key(function: Any) -> str:
 
 
 def registered_map(key: str) -> Any:
-    """The map whose key is ``key`` (:func:`map_key`)."""
-    return _MAPS[key]
+    """The jitted map at ``key`` (:func:`keyed`), looked up in its module."""
+    module, _, path = key.partition(":")
+    found: Any = sys.modules.get(module)
+    for name in path.split("."):
+        found = getattr(found, name, None)
+    if found is None or getattr(found, "cl_plugins_key", None) != key:
+        raise ValueError(f"the Triton map {key} is not where it was defined: define a map's Triton form at the top "
+                         "level of a module (the kernels' operators find it by module and name)")  # fmt: skip
+    return found
 
 
 def available() -> bool:

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from . import triton_kernels as kernels
+from .autocast import autocast_off
 from .contract import Request, TritonMap
 from .streaming import BACKEND as STREAMING
 from .streaming import refuse_second_derivative
@@ -183,7 +184,7 @@ class Launch:
     def transposed(self) -> Launch:
         """The launch of the transposed block (the same excluded columns, the labels' sides swapped; no bias)."""
         exclude, la, lc, _ = self.tensors
-        return replace(self, tensors=(exclude, lc, la, None))
+        return Launch((exclude, lc, la, None), self.values)
 
 
 class _Spec:
@@ -327,7 +328,7 @@ class _TritonNegativeLSE(torch.autograd.Function):
     @staticmethod
     def forward(ctx, a, c, request):  # type: ignore[override]
         launch = Launch.of(request)
-        with torch.autocast(device_type=a.device.type, enabled=False), torch.no_grad():
+        with autocast_off(a.device.type), torch.no_grad():
             ratio = float(request.ratios[0]) if request.ratios else None
             lse, extra, stats = forward_lse(a, c, launch, ratio, request.reports)
         ctx.save_for_backward(a, c, lse, *launch.tensors)

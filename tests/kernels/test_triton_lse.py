@@ -376,3 +376,16 @@ def test_the_default_configuration_by_width_and_device() -> None:
     with triton_lse.using(triton_lse.TritonConfig(precision="tf32x3")):
         assert triton_lse.config_for(512, cuda).precision == "tf32x3"
         assert triton_lse.config_for(512, cuda, torch.bfloat16).precision == "tf32x3"  # a set one is kept
+
+
+def test_a_map_the_operators_cannot_find_is_refused_in_one_line() -> None:
+    """The operators take a map by the module and name that hold it: one defined inside a function is not there."""
+
+    @triton_map
+    def local(x, params, constant):  # type: ignore[no-untyped-def]
+        return x, x * 0.0 + 1.0, x * 0.0
+
+    assert triton_jit.registered_map(triton_jit.map_key(_sine_form)) is _sine_form
+    with pytest.raises(ValueError, match="top level of a module") as info:
+        triton_jit.registered_map(triton_jit.map_key(local))
+    assert "\n" not in str(info.value)

@@ -52,6 +52,7 @@ from torch import nn
 
 from ...base import ContrastiveLoss
 from ...extension import LazyLogits, Pairs, softplus
+from ...kernels.autocast import autocast_off
 from ...kernels.contract import UNIT_NORM_SLACK, PairNetwork
 from ...kernels.dispatch import choose
 from ...layouts import PairBlock
@@ -252,7 +253,7 @@ class AMCLLoss(ContrastiveLoss):
     def _head_block_loss(self, head: int, block: PairBlock) -> torch.Tensor:
         pairs = Pairs.from_block(block)
         net = self.temperature_net(head)
-        with torch.autocast(device_type=block.anchors.device.type, enabled=False):
+        with autocast_off(block.anchors.device.type):
             if self.temperatures == "anchor":
                 return self._anchor_loss(net, block, pairs)
             if self.temperatures == "bilinear":
