@@ -416,9 +416,11 @@ class ContrastiveLoss(nn.Module):
             policy = None if self.label_policy is None else self.label_policy.name
             raise ValueError("labels= go with a label_policy (build the loss with one) and every call of such a loss "
                              f"passes labels=; got label_policy={policy!r} and labels={_shape(labels)}")  # fmt: skip
-        call = f"{self.name}|{self.layout}|{self.symmetric}|{queue is None}|{hard_negatives is None}|{labels is None}"
-        tag = call_tag(call)  # the processes must agree on the call, or each would wait for another
         policy, gather = self.label_policy, self.gather_distributed
+        tag = 0
+        if gather and is_distributed():  # the processes must agree on the call, or each would wait for another
+            tag = call_tag(f"{self.name}|{self.layout}|{self.symmetric}|{queue is None}|{hard_negatives is None}|"
+                           f"{labels is None}")  # fmt: skip
         marked = None if labels is None else Labels(labels, queue_labels, policy, gather, tag, self.input_checks)
         blocks = build_blocks(
             self.layout,

@@ -203,6 +203,13 @@ class Bond:
 
     slot: dict[str, Any] = field(default_factory=dict)
 
+    def shared(self, key: str, make: Callable[[], Any]) -> Any:
+        """``make()`` once for both blocks (what the two directions have in common: their positives' cosines, a
+        temperature adapted to them), kept under ``key``; a plain dict, which ``torch.compile`` traces."""
+        if key not in self.slot:
+            self.slot[key] = make()
+        return self.slot[key]
+
 
 @dataclass(frozen=True)
 class PairNetwork:

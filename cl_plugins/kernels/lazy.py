@@ -119,13 +119,11 @@ class LazyLogits:
             return (self.anchors * self.positives).sum(dim=1)
         if self.bond is None:
             return (self.anchors * self.candidates.index_select(0, cols)).sum(dim=1)
-        # a bonded block's positives are the diagonal, the same cosines in both directions: computed once
-        shared = self.bond.slot.get("positive cosines")
-        if shared is None or not torch.is_grad_enabled():
-            shared = (self.anchors * self.candidates).sum(dim=1)
-            if torch.is_grad_enabled():
-                self.bond.slot["positive cosines"] = shared
-        return shared
+        def diagonal() -> torch.Tensor:  # a bonded block's positives: the same cosines in both directions
+            return (self.anchors * self.candidates).sum(dim=1)
+
+        # computed once for both, where autograd records it (a no-grad result must not stand in for the graph later)
+        return self.bond.shared("positive cosines", diagonal) if torch.is_grad_enabled() else diagonal()
 
     def pair_logits(self, rows: torch.Tensor, cand: torch.Tensor) -> torch.Tensor:
         """Logits of the listed (anchor ``rows``, candidate ``cand``) pairs [P] (``cand`` indexes the candidates,

@@ -103,7 +103,7 @@ class MACLLoss(ContrastiveLoss):
         if bond is None:
             a, raw, tau = self._adapted(sim, pairs)
         else:
-            a, raw, tau = self.once_per_call(f"tau {id(bond)}", lambda: self._adapted(sim, pairs))
+            a, raw, tau = bond.shared("tau", lambda: self._adapted(sim, pairs))
         self.record(batch_alignment=a, tau_clamped=lambda: (raw < self.min_tau).float())
         self.record_tau(tau)
         return divide(sim, tau, self.lowest_temperature)

@@ -98,3 +98,33 @@ def test_clips_one_buffer_refuses_a_second_backward():
     loss.backward(retain_graph=True)
     with pytest.raises(RuntimeError, match="kernel='dense'"):
         loss.backward()
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_macls_two_directions_share_one_temperature_and_one_buffer(compiled, monkeypatch):
+    """MACL adapts one temperature to CLIP's shared positives: both directions divide by that one tensor, so one
+    :class:`fused.PairLSE` serves them on the path a GPU and ``torch.compile`` take (the bound from its declared
+    floor, not read from the values); compiled, the traced graph runs it and no one-direction kernel."""
+    from cl_plugins.kernels import contract
+
+    monkeypatch.setattr(contract, "BOUND_FROM_VALUES_ON_CPU", False)
+    torch._dynamo.reset()
+    kernels: list[str] = []  # where each autograd function of the traced graph was called from
+
+    def backend(gm, example_inputs):  # type: ignore[no-untyped-def]
+        kernels.extend(n.meta.get("stack_trace", "") for n in gm.graph.nodes if "autograd_function" in str(n.target))
+        return gm.forward
+
+    calls = []
+    original = fused.PairLSE.apply
+    monkeypatch.setattr(fused.PairLSE, "apply", lambda *a: calls.append(1) or original(*a))
+    loss_fn = clp.build_host_loss("macl", host_tau=0.1, layout="cross_view", symmetric=True)
+    z1, z2 = torch.randn(8, 5, requires_grad=True), torch.randn(8, 5, requires_grad=True)
+    run = torch.compile(loss_fn, fullgraph=True, backend=backend) if compiled else loss_fn
+    dense = clp.build_host_loss("macl", host_tau=0.1, layout="cross_view", symmetric=True, kernel="dense")
+    torch.testing.assert_close(run(z1, z2), dense(z1, z2))
+    if compiled:
+        assert sum("PairLSE.apply" in k for k in kernels) == 1 and not any("NegativeLSE" in k for k in kernels)
+    else:
+        assert calls == [1]
+    torch._dynamo.reset()
