@@ -226,7 +226,7 @@ class ContrastiveLoss(nn.Module):
             Returns a scalar, or [A] per-anchor losses with ``reduction="none"``.
         """
         self.deferred_checks.raise_ready()  # the last call's, from flags the device has copied to the host by now
-        self._call_memo: dict[str, Any] = {}
+        self._fresh("_call_memo")
         views = {"queue": queue, "hard_negatives": hard_negatives, "labels": labels, "queue_labels": queue_labels}
         try:
             prepared = self.prepare_blocks(z1, z2, **views)
@@ -240,7 +240,7 @@ class ContrastiveLoss(nn.Module):
             if self.gather_distributed and is_distributed():
                 refuse_on_every_rank()  # the other ranks wait in the first gather: they stop with this one
             raise
-        self._stats = {}
+        self._fresh("_stats")
         per_anchor = self._where_labels_leave_no_negatives(self.blocks_loss(prepared, z1, z2), z1)
         return self.deferred_checks.settle(self._reduce(per_anchor, global_batch=True))
 
@@ -297,7 +297,7 @@ class ContrastiveLoss(nn.Module):
         else:
             neg = ~pos_mask if neg_mask is None else neg_mask
         check_choice("average", average, ("row", "pair"))
-        self._stats, self._call_memo = {}, {}
+        self._fresh("_stats", "_call_memo")
         keep = neg.any(dim=1)
         if not bool(keep.all()):
             return self._some_rows_without_negatives(sim, pos_mask, neg, keep, average)
@@ -365,7 +365,7 @@ class ContrastiveLoss(nn.Module):
         dtype = torch.promote_types(z1.dtype, torch.float32)  # the loss's dtype on these inputs
         tie = sum((0.0 * t.sum().to(dtype) for t in (z1, *tied, *self.parameters()) if t is not None
                    and t.requires_grad), torch.zeros((), device=z1.device, dtype=dtype))  # fmt: skip
-        self._stats = {}
+        self._fresh("_stats")
         self.record(rows_without_negative=float(rows))
         return self._reduce(torch.zeros(rows, device=z1.device, dtype=dtype) + tie, global_batch=False)
 
@@ -443,6 +443,13 @@ class ContrastiveLoss(nn.Module):
     def uses_labels(self) -> bool:
         """Every call passes ``labels=`` (the loss has a ``label_policy``)."""
         return self.label_policy is not None
+
+    def _fresh(self, *names: str) -> None:
+        """Empty dicts as ``names`` (this call's memo, :meth:`once_per_call`; its statistics), set past
+        ``nn.Module.__setattr__``, whose checks of the module's parameters, buffers and submodules cost microseconds
+        a call and guards under ``torch.compile``."""
+        for name in names:
+            self.__dict__[name] = {}
 
     def once_per_call(self, key: str, make: Callable[[], Any]) -> Any:
         """``make()``, computed once per call of the loss and shared by its blocks (one temperature tensor for

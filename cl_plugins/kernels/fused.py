@@ -46,8 +46,7 @@ class NegativeLSE(torch.autograd.Function):
         maxima: list[torch.Tensor] = []  # none where the plan is bounded: it sums without a maximum (m = 0)
         extras: list[list[torch.Tensor]] = [[] for _ in ratios]
         stats = NegativeStats(x) if logit_map is not None and logit_map.reports else None
-        # row chunks that stay in cache: max, exp and sums then cost about one pass over x
-        step = max(1, CHUNK_ELEMENTS // max(1, x.shape[1]))
+        step = _chunk_rows(x)
         for start in range(0, n_rows, step):
             rows = slice(start, start + step)
             chunk = x if step >= n_rows else x[rows]  # a view of the buffer
@@ -90,6 +89,15 @@ class NegativeLSE(torch.autograd.Function):
             grad_a = g @ c if ctx.needs_input_grad[0] else None
             grad_c = g.T @ a if ctx.needs_input_grad[1] else None
         return grad_a, grad_c, None
+
+
+def _chunk_rows(x: torch.Tensor) -> int:
+    """Rows of the buffer ``x`` per chunk: eagerly, chunks that stay in a core's cache (max, exp and sums then cost
+    about one pass over x); compiled, the whole buffer, which the compiler fuses itself (each in-place pass over a
+    chunk would become a copy of the whole buffer there: N 4,096 in CLIP's layout took 8 times eager's time)."""
+    if torch.compiler.is_compiling():
+        return max(1, x.shape[0])
+    return max(1, CHUNK_ELEMENTS // max(1, x.shape[1]))
 
 
 def _joined(parts: list[torch.Tensor], like: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
@@ -155,8 +163,8 @@ class PairLSE(torch.autograd.Function):
         with autocast_off(a.device.type):
             x = a @ c.T
             n_rows, rows_sums, cols_sum = x.shape[0], [], None
-            step = max(1, CHUNK_ELEMENTS // max(1, x.shape[1]))
-            for start in range(0, n_rows, step):  # row chunks that stay in cache
+            step = _chunk_rows(x)
+            for start in range(0, n_rows, step):
                 chunk = x if step >= n_rows else x[start : start + step]
                 e = NonNegatives.of(plan.exclude, plan.labels, start, chunk).fill_(chunk, NEG_INF).exp_()
                 rows_sums.append(e.sum(dim=1))

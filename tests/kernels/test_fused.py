@@ -128,3 +128,24 @@ def test_macls_two_directions_share_one_temperature_and_one_buffer(compiled, mon
     else:
         assert calls == [1]
     torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("layout", ["simclr", "clip"])
+def test_compiled_the_one_buffer_is_one_chunk(layout, monkeypatch):
+    """Eagerly the one-buffer kernels walk row chunks that stay in cache; compiled, each in-place pass over a chunk
+    would become a copy of the whole buffer, so the traced graph takes the buffer whole: one ``exp_``, values equal."""
+    monkeypatch.setattr(fused, "CHUNK_ELEMENTS", 32)  # 2 rows a chunk of these [16, 16] buffers
+    torch._dynamo.reset()
+    traced: list[str] = []
+
+    def backend(gm, example_inputs):  # type: ignore[no-untyped-def]
+        traced.extend(str(n.target) for n in gm.graph.nodes if n.op in ("call_method", "call_function"))
+        return gm.forward
+
+    arguments = {"layout": "simclr"} if layout == "simclr" else {"layout": "cross_view", "symmetric": True}
+    loss_fn = clp.build_host_loss("infonce", host_tau=0.2, kernel="fused", **arguments)
+    z = torch.randn(2, 16 if layout == "clip" else 8, 6)
+    got = torch.compile(loss_fn, fullgraph=True, backend=backend)(z[0], z[1])
+    torch.testing.assert_close(got, loss_fn(z[0], z[1]))
+    assert traced.count("exp_") == 1
+    torch._dynamo.reset()
