@@ -8,7 +8,7 @@ both from one backward that recomputes each block once,
 
     G = (exp(l - LSE_i) g_i + exp(l - LSE'_j) g'_j) phi'(x),   dA = G B,   dB = G^T A,
 
-four products where the two directions apart take eight (:func:`~cl_plugins.kernels.triton_lse._gradient`'s
+four products where the two directions apart take eight (:func:`~cl_plugins.kernels.triton_kernels._gradient`'s
 ``TWO``).
 
 :class:`TritonPair` serves a block with a :class:`~cl_plugins.kernels.contract.Bond` (the layout bonds both

@@ -77,9 +77,9 @@ if triton is not None:
 
     @triton.jit
     def forward_kernel(a_ptr, c_ptr, A, M, D, ex_ptr, K: tl.constexpr, la_ptr, lc_ptr, LABELS: tl.constexpr, bias_ptr,
-                 bias, BIAS: tl.constexpr, MAP: tl.constexpr, P, MC: tl.constexpr, ratio, RATIO: tl.constexpr,
-                 lse_ptr, extra_ptr, stat_ptr, STATS: tl.constexpr, DP: tl.constexpr, BD: tl.constexpr,
-                 DO: tl.constexpr, PREC: tl.constexpr, BA: tl.constexpr, BM: tl.constexpr):  # fmt: skip
+                       bias, BIAS: tl.constexpr, MAP: tl.constexpr, P, MC: tl.constexpr, ratio, RATIO: tl.constexpr,
+                       lse_ptr, extra_ptr, stat_ptr, STATS: tl.constexpr, DP: tl.constexpr, BD: tl.constexpr,
+                       DO: tl.constexpr, PREC: tl.constexpr, BA: tl.constexpr, BM: tl.constexpr):  # fmt: skip
         rows = tl.program_id(0) * BA + tl.arange(0, BA)
         a_first = _rows(a_ptr, rows, A, D, 0, BD)
         m = tl.full([BA], float("-inf"), tl.float32)
@@ -132,10 +132,11 @@ if triton is not None:
         return tl.where(neg, p * deriv, 0.0).to(dtype)
 
     @triton.jit
-    def backward_anchors_kernel(a_ptr, c_ptr, A, M, D, ex_ptr, K: tl.constexpr, la_ptr, lc_ptr, LABELS: tl.constexpr,
-                          bias_ptr, bias, BIAS: tl.constexpr, MAP: tl.constexpr, P, MC: tl.constexpr, lse_ptr, g_ptr,
-                          lse2_ptr, g2_ptr, TWO: tl.constexpr, out_ptr, DP: tl.constexpr, BD: tl.constexpr,
-                          DO: tl.constexpr, PREC: tl.constexpr, BA: tl.constexpr, BM: tl.constexpr):  # fmt: skip
+    def backward_anchors_kernel(
+            a_ptr, c_ptr, A, M, D, ex_ptr, K: tl.constexpr, la_ptr, lc_ptr, LABELS: tl.constexpr, bias_ptr, bias,
+            BIAS: tl.constexpr, MAP: tl.constexpr, P, MC: tl.constexpr, lse_ptr, g_ptr, lse2_ptr, g2_ptr,
+            TWO: tl.constexpr, out_ptr, DP: tl.constexpr, BD: tl.constexpr, DO: tl.constexpr, PREC: tl.constexpr,
+            BA: tl.constexpr, BM: tl.constexpr):  # fmt: skip
         """dA = G c for a block of anchors and DO of the D columns (program axis 1): the logits are recomputed
         once per DO columns, so DO < D trades products for registers."""
         rows = tl.program_id(0) * BA + tl.arange(0, BA)
@@ -153,11 +154,12 @@ if triton is not None:
         tl.store(out_ptr + rows[:, None] * D + d[None, :], acc, mask=(rows[:, None] < A) & (d[None, :] < D))
 
     @triton.jit
-    def backward_candidates_kernel(a_ptr, c_ptr, A, M, D, ex_ptr, K: tl.constexpr, la_ptr, lc_ptr, LABELS: tl.constexpr,
-                             bias_ptr, bias, BIAS: tl.constexpr, MAP: tl.constexpr, P, MC: tl.constexpr, lse_ptr, g_ptr,
-                             lse2_ptr, g2_ptr, TWO: tl.constexpr, out_ptr, DP: tl.constexpr, BD: tl.constexpr,
-                             DO: tl.constexpr, PREC: tl.constexpr, BA: tl.constexpr, BM: tl.constexpr):  # fmt: skip
-        """dC = G^T a for a block of candidates and DO of the D columns, as :func:`_backward_anchors`."""
+    def backward_candidates_kernel(
+            a_ptr, c_ptr, A, M, D, ex_ptr, K: tl.constexpr, la_ptr, lc_ptr, LABELS: tl.constexpr, bias_ptr, bias,
+            BIAS: tl.constexpr, MAP: tl.constexpr, P, MC: tl.constexpr, lse_ptr, g_ptr, lse2_ptr, g2_ptr,
+            TWO: tl.constexpr, out_ptr, DP: tl.constexpr, BD: tl.constexpr, DO: tl.constexpr, PREC: tl.constexpr,
+            BA: tl.constexpr, BM: tl.constexpr):  # fmt: skip
+        """dC = G^T a for a block of candidates and DO of the D columns, as :func:`backward_anchors_kernel`."""
         cols = tl.program_id(0) * BM + tl.arange(0, BM)
         d0 = tl.program_id(1) * DO
         c_first = _rows(c_ptr, cols, M, D, 0, BD)  # the fixed side here: this program's candidates
