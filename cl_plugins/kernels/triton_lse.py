@@ -23,6 +23,10 @@ products' precision (by default bf16x3, three bf16 products of a hi/lo split on 
 accumulation, within 3e-7 of float64 on the H200 sweep; IEEE float32 as an option; bf16 products, 2.5x faster and
 1e-4 off in the gradients), the block shapes, warps and pipeline stages, and chunks of D for wide features.
 
+The kernels themselves are in :mod:`.triton_kernels`; here their launches are two ``torch.library`` operators
+(``cl_plugins::triton_lse``, ``cl_plugins::triton_lse_backward``), which ``torch.compile`` takes as one node each (no
+graph break; CUDA graphs capture them), called from the autograd functions of the three Triton backends.
+
 On the CPU it runs only under Triton's interpreter (``TRITON_INTERPRET=1``), which the tests use.
 """
 
