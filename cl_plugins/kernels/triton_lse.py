@@ -183,7 +183,7 @@ class Launch:
         assert form is not None  # supports() declined maps without one
         params = [float(v) for v in form.params] or [0.0]  # a tuple argument of the kernels is never empty
         tensors = (request.exclude, la, lc, request.bias_cols)
-        return cls(tensors, (float(request.bias), form.key, params, form.constant, request.choice.features))
+        return cls(tensors, (float(request.bias), form.key, params, int(form.constant), request.choice.features))
 
     def transposed(self) -> Launch:
         """The launch of the transposed block (the same excluded columns, the labels' sides swapped; no bias)."""

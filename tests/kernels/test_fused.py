@@ -52,12 +52,15 @@ def test_non_scalar_strategies_do_not_use_the_fused_path():
         assert not clp.get_loss_class(name).scalar_temperature
 
 
+@pytest.mark.parametrize("chunk", [None, 16])
 @pytest.mark.parametrize("policy", [None, "exclude", "positives_out"])
 @pytest.mark.parametrize("name", ["infonce", "learnable", "dual_temperature"])
-def test_clips_two_directions_take_one_buffer_and_equal_dense(name, policy, monkeypatch):
+def test_clips_two_directions_take_one_buffer_and_equal_dense(name, policy, chunk, monkeypatch):
     """CLIP's bonded directions at a scalar temperature: one :class:`fused.PairLSE` call (both LSEs from one
-    product), values and every gradient equal to the dense path; labels included. Dual temperature's extra scale
-    runs the directions apart."""
+    product), values and every gradient equal to the dense path; labels included; in one row chunk or several.
+    Dual temperature's extra scale runs the directions apart."""
+    if chunk is not None:
+        monkeypatch.setattr(fused, "CHUNK_ELEMENTS", chunk)  # 2 rows a chunk of the [8, 8] buffer
     calls = []
     original = fused.PairLSE.apply
     monkeypatch.setattr(fused.PairLSE, "apply", lambda *a: calls.append(1) or original(*a))
