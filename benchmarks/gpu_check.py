@@ -206,12 +206,14 @@ def compiled_runs(device: str, quick: bool) -> dict[str, list[str]]:
     step = ["benchmarks/compiled_step.py", "--device", device, "--strategies", "infonce", "macl",
             "--sizes", "64", "256", "1024", "4096", "16384"]  # fmt: skip
     # the Triton kernels as operators: compiled whole and captured in CUDA graphs, at a size where auto takes them
+    # (InfoNCE: one direction, the pair, a block against itself; DySTreSS: a map with its statistic and a bias)
     triton = ["benchmarks/compiled_matrix.py", "--device", device, "--kernel", "triton", "--mode", "reduce-overhead",
-              "--n", "8192", "--layouts", "simclr", "clip", "hard_negatives", "queue", "--rounds", "5"]  # fmt: skip
+              "--n", "8192", "--strategies", "infonce", "dystress", "--layouts", "clip", "simclr", "hard_negatives",
+              "--rounds", "5"]  # fmt: skip
     if quick:
         matrix += ["--strategies", "infonce", "--layouts", "simclr", "--n", "16", "--rounds", "1"]
         step = step[:3] + ["--strategies", "infonce", "--layouts", "SimCLR", "--sizes", "16", "--repeats", "1"]
-        triton = triton[:4] + ["--strategies", "infonce", "--layouts", "clip", "--n", "16", "--rounds", "1"]
+        triton = triton[:7] + ["--strategies", "infonce", "--layouts", "clip", "--n", "16", "--rounds", "1"]
     runs = {"compiled_matrix": matrix, "compiled_step": step}
     return {**runs, "compiled_triton": triton} if gpu else runs
 
