@@ -86,15 +86,11 @@ class PairBlock:
         From the sorted candidate labels, never an [A, M] mask. Q depends on the labels: it is read from the device
         once (the one host read of a call with labels as positives; CLIP's two directions share their list)."""
         assert self.labels is not None
-        bonded = self.bond is not None and self.labels.mirrored  # CLIP's two directions list the same pairs
-        if bonded and "label_pairs" in self.bond.slot:  # type: ignore[union-attr]
-            excluded, pairs = self.bond.slot["label_pairs"]  # type: ignore[union-attr]
-            if excluded is self.exclude_cols:
-                return pairs
-        pairs = self._listed_label_pairs()
-        if bonded:
-            self.bond.slot["label_pairs"] = (self.exclude_cols, pairs)  # type: ignore[union-attr]
-        return pairs
+        if self.bond is None or not self.labels.mirrored:
+            return self._listed_label_pairs()
+        # CLIP's two directions list the same pairs, where they exclude the same columns
+        excluded, pairs = self.bond.shared("label_pairs", lambda: (self.exclude_cols, self._listed_label_pairs()))
+        return pairs if excluded is self.exclude_cols else self._listed_label_pairs()
 
     def _listed_label_pairs(self) -> tuple[torch.Tensor, torch.Tensor]:
         assert self.labels is not None

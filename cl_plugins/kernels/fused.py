@@ -46,10 +46,7 @@ class NegativeLSE(torch.autograd.Function):
         maxima: list[torch.Tensor] = []  # none where the plan is bounded: it sums without a maximum (m = 0)
         extras: list[list[torch.Tensor]] = [[] for _ in ratios]
         stats = NegativeStats(x) if logit_map is not None and logit_map.reports else None
-        step = _chunk_rows(x)
-        for start in range(0, n_rows, step):
-            rows = slice(start, start + step)
-            chunk = x if step >= n_rows else x[rows]  # a view of the buffer
+        for start, rows, chunk in _chunks(x):
             if plan.tile_form is not None:  # compiled: map, masks, exp, sums and statistics in one loop
                 sums.append(_compiled_chunk(chunk, start, plan, stats))
                 continue
@@ -91,13 +88,16 @@ class NegativeLSE(torch.autograd.Function):
         return grad_a, grad_c, None
 
 
-def _chunk_rows(x: torch.Tensor) -> int:
-    """Rows of the buffer ``x`` per chunk: eagerly, chunks that stay in a core's cache (max, exp and sums then cost
-    about one pass over x); compiled, the whole buffer, which the compiler fuses itself (each in-place pass over a
-    chunk would become a copy of the whole buffer there: N 4,096 in CLIP's layout took 8 times eager's time)."""
-    if torch.compiler.is_compiling():
-        return max(1, x.shape[0])
-    return max(1, CHUNK_ELEMENTS // max(1, x.shape[1]))
+def _chunks(x: torch.Tensor) -> list[tuple[int, slice, torch.Tensor]]:
+    """(first row, rows, view) of each row chunk of the buffer ``x``: eagerly, chunks that stay in a core's cache
+    (max, exp and sums then cost about one pass over x); compiled, the whole buffer, which the compiler fuses itself
+    (each in-place pass over a chunk would become a copy of the whole buffer there: N 4,096 in CLIP's layout took 8
+    times eager's time). A buffer of one chunk is its own view."""
+    n_rows = x.shape[0]
+    step = max(1, n_rows if torch.compiler.is_compiling() else CHUNK_ELEMENTS // max(1, x.shape[1]))
+    if step >= n_rows:
+        return [(0, slice(0, n_rows), x)] if n_rows else []
+    return [(start, slice(start, start + step), x[start : start + step]) for start in range(0, n_rows, step)]
 
 
 def _joined(parts: list[torch.Tensor], like: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
@@ -163,9 +163,7 @@ class PairLSE(torch.autograd.Function):
         with autocast_off(a.device.type):
             x = a @ c.T
             n_rows, rows_sums, cols_sum = x.shape[0], [], None
-            step = _chunk_rows(x)
-            for start in range(0, n_rows, step):
-                chunk = x if step >= n_rows else x[start : start + step]
+            for start, _, chunk in _chunks(x):
                 e = NonNegatives.of(plan.exclude, plan.labels, start, chunk).fill_(chunk, NEG_INF).exp_()
                 rows_sums.append(e.sum(dim=1))
                 cols_sum = e.sum(dim=0) if cols_sum is None else cols_sum.add_(e.sum(dim=0))

@@ -119,6 +119,7 @@ class LazyLogits:
             return (self.anchors * self.positives).sum(dim=1)
         if self.bond is None:
             return (self.anchors * self.candidates.index_select(0, cols)).sum(dim=1)
+
         def diagonal() -> torch.Tensor:  # a bonded block's positives: the same cosines in both directions
             return (self.anchors * self.candidates).sum(dim=1)
 

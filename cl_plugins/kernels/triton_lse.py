@@ -263,7 +263,7 @@ def _lse_op(a: torch.Tensor, c: torch.Tensor, exclude: torch.Tensor | None, labe
                                                                               features))  # fmt: skip
     n = a_in.shape[0]
     lse, extra, stats = (a_in.new_empty(n, dtype=torch.float32), a_in.new_empty(n, dtype=torch.float32),
-                         a_in.new_zeros(n, 3, dtype=torch.float32))  # fmt: skip
+                         a_in.new_empty(n, 3, dtype=torch.float32))  # fmt: skip
     kernels.forward_kernel[spec.grid(n, spec.config.block_a, False)](
         a_in, c_in, *spec.common, ratio, with_ratio, lse, extra, stats, stat, *spec.sizes, **spec.config.launch())
     summary = torch.stack([stats[:, 0].sum(), stats[:, 1].amin(), stats[:, 2].amax()]) if stat and n else \
