@@ -5,7 +5,8 @@ ours eager and ``torch.compile(loss)``, the hand-written ``F.cross_entropy`` of 
 open_clip's ``ClipLoss`` in CLIP's layout (the pinned upstream file; on a GPU also CUDA graphs and Inf-CL), the
 ratios ours / hand-written, and per call (eager, on the path a GPU takes) the host syncs
 (``aten::_local_scalar_dense``: a ``bool()``, ``float()`` or ``.item()`` of a tensor, which on a GPU waits for every
-queued kernel) and the aten operations (each a kernel launch on a GPU), from the profiler. Times are medians of
+queued kernel) and the aten operations (each a kernel launch on a GPU), from the profiler; compiled, the
+microseconds the guards take that ``torch.compile`` evaluates before each call (timed alone). Times are medians of
 interleaved runs after a warm-up (compilation included there), on ``--threads`` threads.
 
 Usage::
@@ -18,8 +19,10 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import inspect
 import platform
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -58,10 +61,35 @@ def counts(fn: Loss, z1: torch.Tensor, z2: torch.Tensor) -> tuple[int, int]:
     return names.count("aten::_local_scalar_dense"), sum(name.startswith("aten::") for name in names)
 
 
+def guard_us(compiled: Callable, z1: torch.Tensor, z2: torch.Tensor, repeats: int = 2000) -> float | None:
+    """Microseconds one evaluation of the guards of ``compiled`` (a ``torch.compile``'d loss module or function,
+    called on ``z1``, ``z2`` before) takes: the check ``torch.compile`` makes before each call, timed alone (the
+    profiler's "TorchDynamo Cache Lookup" reads several times more). None where this torch version does not expose
+    them there (a private API)."""
+    from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+    module = getattr(compiled, "_orig_mod", None)
+    target = type(module).forward if module is not None else getattr(compiled, "_torchdynamo_orig_callable", None)
+    try:
+        check = _debug_get_cache_entry_list(target.__code__)[0].guard_manager.check  # type: ignore[union-attr]
+        bound = inspect.signature(target).bind(*([module] if module is not None else []), z1, z2)
+    except (AttributeError, IndexError, TypeError):
+        return None
+    bound.apply_defaults()
+    frame = dict(bound.arguments)
+    if not check(frame):  # not the entry this call runs
+        return None
+    start = time.perf_counter()
+    for _ in range(repeats):
+        check(frame)
+    return (time.perf_counter() - start) / repeats * 1e6
+
+
 def cases(strategy: str, layout: str, device: str) -> dict[str, Loss]:
     """The timed callables of one strategy in one layout (eager and compiled, ours and hand-written; on a GPU
     also compiled with CUDA graphs, ``mode="reduce-overhead"``)."""
     arguments, plain = LAYOUTS[layout]
+
     def build() -> torch.nn.Module:  # one loss per entry: an eager call must not change the compiled one's state
         return clp.build_host_loss(strategy, host_tau=TAU, feature_dim=128, **arguments).to(device)
 
@@ -87,20 +115,22 @@ def measure(strategy: str, layout: str, n: int, dim: int, repeats: int, device: 
     z1, z2 = inputs(n, dim, device)
     syncs, ops = counts(fns["ours"], z1, z2)
     plain_syncs, plain_ops = counts(fns["hand-written"], z1, z2)
+    guards = [guard_us(fns[name], z1, z2) for name in ("ours compiled", "hand-written compiled")]
     return {"strategy": strategy, "layout": layout, "n": n, "times": times, "syncs": syncs, "ops": ops,
-            "plain_syncs": plain_syncs, "plain_ops": plain_ops}  # fmt: skip
+            "plain_syncs": plain_syncs, "plain_ops": plain_ops, "guards_us": guards}  # fmt: skip
 
 
 def row(r: dict) -> str:
     t = {k: v * 1e3 for k, v in r["times"].items()}
     clip = f"{t['open_clip ClipLoss']:.3f}" if "open_clip ClipLoss" in t else "–"
     eager, compiled = t["ours"] / t["hand-written"], t["ours compiled"] / t["hand-written compiled"]
+    guards = " / ".join("–" if g is None else f"{g:.1f}" for g in r.get("guards_us", (None, None)))
     graphs = (f" {t['ours graphs']:.3f} | {t['hand-written graphs']:.3f} | "
               f"{t['ours graphs'] / t['hand-written graphs']:.2f} | "
               f"{t['Inf-CL']:.3f} |" if "Inf-CL" in t else " – |") if "ours graphs" in t else ""  # fmt: skip
     return (f"| {r['strategy']} | {r['layout']} | {r['n']:,} | {t['ours']:.3f} | {t['ours compiled']:.3f} | "
             f"{t['hand-written']:.3f} | {t['hand-written compiled']:.3f} | {clip} | {eager:.2f} | {compiled:.2f} | "
-            f"{r['syncs']} / {r['plain_syncs']} | {r['ops']} / {r['plain_ops']} |{graphs}")  # fmt: skip
+            f"{r['syncs']} / {r['plain_syncs']} | {r['ops']} / {r['plain_ops']} | {guards} |{graphs}")  # fmt: skip
 
 
 def table(results: list[dict], args: argparse.Namespace) -> str:
@@ -110,9 +140,9 @@ def table(results: list[dict], args: argparse.Namespace) -> str:
     head = (f"### The loss at small batches, eager and compiled ({datetime.date.today()}, {where}, "
             f"torch {torch.__version__}, D {args.dim}, fp32, forward + backward, ms)\n\n"
             "| strategy | layout | N | ours | ours compiled | hand-written | hand-written compiled | open_clip | "
-            "eager ratio | compiled ratio | syncs (ours / hand) | aten ops (ours / hand) |"
+            "eager ratio | compiled ratio | syncs (ours / hand) | aten ops (ours / hand) | guards µs (ours / hand) |"
             + (" ours CUDA graphs | hand-written CUDA graphs | graphs ratio | Inf-CL |" if gpu else "")
-            + "\n|" + "---|" * (16 if gpu else 12))  # fmt: skip
+            + "\n|" + "---|" * (17 if gpu else 13))  # fmt: skip
     return "\n".join([head, *(row(r) for r in results)]) + "\n"
 
 

@@ -79,9 +79,11 @@ class DeferredChecks:
     def raise_ready(self, wait: bool = True) -> None:
         """Raise the error of the last settled call's first failed check, if any: with ``wait``, once that call's
         forward has run on the device; without, only if it has already. Nothing inside a compiled region."""
+        # a call that raised before settling leaves nothing behind; compiled, the call's checks go to lists made in
+        # the graph (appending to the last call's would be replayed on them after every compiled call)
+        self._flags, self._explains = [], []
         if torch.compiler.is_compiling():
             return
-        self._flags, self._explains = [], []  # a call that raised before settling leaves nothing behind
         sealed = self._sealed
         if sealed is None:
             return

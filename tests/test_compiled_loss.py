@@ -117,6 +117,18 @@ def test_a_bad_batch_compiled_gives_nan_with_zero_gradient_and_its_error_follows
     assert torch.isfinite(compiled(good["z1"], good["z2"]))
 
 
+
+def test_a_compiled_call_keeps_its_checks_in_lists_of_its_own() -> None:
+    """A call's input checks go to lists made in that call: appending to the lists the last call left would make
+    the compiled graph hand each check out again, to be replayed on them after every call."""
+    loss = clp.build_host_loss("infonce", host_tau=0.1)
+    compiled = torch.compile(loss, fullgraph=True)
+    v = views()
+    compiled(v["z1"], v["z2"])
+    left = (loss.deferred_checks._flags, loss.deferred_checks._explains)
+    compiled(v["z1"], v["z2"])
+    assert left == ([], [])
+
 #: the Triton kernels' operators, each backend and each kind of argument once: a block against itself, both CLIP
 #: directions from one backward, one direction with a map, its statistic and a hard negative's bias, a ratio (dual
 #: temperature's second scale), a queue, labels
