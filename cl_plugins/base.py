@@ -32,6 +32,7 @@ from .layouts import (
     build_blocks,
     no_negatives_message,
     unit_rows,
+    unit_views,
 )
 from .validation import (
     ArgumentTypeError,
@@ -253,9 +254,7 @@ class ContrastiveLoss(nn.Module):
             check_pair(z1, z2, rows=False)  # the rows are checked in the pass that normalises them
         checks = self.input_checks
         with autocast_off(z1.device.type):
-            u1, u2 = (
-                unit_rows(z, name if self.check_inputs else None, checks=checks) for z, name in ((z1, "z1"), (z2, "z2"))
-            )
+            u1, u2 = unit_views(z1, z2, ("z1", "z2") if self.check_inputs else None, checks)
             # a queue's and hard negatives' rows are checked even with check_inputs=False, as the layout always has
             queue, hard_negatives = (
                 _unit_if_tensor(queue, "queue", checks),

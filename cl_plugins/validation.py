@@ -98,15 +98,17 @@ def good_rows(peak: torch.Tensor, allow_zero_rows: bool = False) -> torch.Tensor
     return peak.clamp(0.0 if allow_zero_rows else info.tiny, info.max) == peak
 
 
-def passing_rows(z: torch.Tensor, peak: torch.Tensor, name: str, allow_zero_rows: bool,
+def passing_rows(z: torch.Tensor, peak: torch.Tensor, name: str | tuple[str, ...], allow_zero_rows: bool,
                  checks: DeferredChecks | None) -> torch.Tensor | None:  # fmt: skip
     """:func:`check_rows` at once without ``checks`` (None); with them deferred (:mod:`cl_plugins.deferred`), and
-    the rows [N, 1] that pass."""
+    the rows [N, 1] that pass. A tuple ``name`` names views of one shape stacked as ``z``
+    (:func:`check_stacked_rows`)."""
+    explain = check_rows if isinstance(name, str) else check_stacked_rows
     if checks is None:
-        check_rows(z, peak, name, allow_zero_rows)
+        explain(z, peak, name, allow_zero_rows)
         return None
     ok = good_rows(peak, allow_zero_rows)
-    checks.add(ok.all().logical_not(), check_rows, z, peak, name, allow_zero_rows)
+    checks.add(ok.all().logical_not(), explain, z, peak, name, allow_zero_rows)
     return ok
 
 
@@ -150,6 +152,14 @@ def check_rows(z: torch.Tensor, peak: torch.Tensor, name: str, allow_zero_rows: 
         f"{name} has all-zero rows {zero}; a zero vector has no direction, so its cosine "
         "similarity is undefined. Remove those rows or fix the encoder output."
     )
+
+
+def check_stacked_rows(z: torch.Tensor, peak: torch.Tensor, names: tuple[str, ...],
+                       allow_zero_rows: bool = False) -> None:  # fmt: skip
+    """:func:`check_rows` of views of one shape stacked as ``z`` (their rows' largest |entries| ``peak``), named
+    ``names`` in order: the error names the first view with a bad row, as checking the views one by one would."""
+    for view, view_peak, name in zip(z.chunk(len(names)), peak.chunk(len(names)), names, strict=True):
+        check_rows(view, view_peak, name, allow_zero_rows)
 
 
 def check_integer_labels(y: torch.Tensor, name: str) -> None:

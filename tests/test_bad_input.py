@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import cl_plugins as clp
+from cl_plugins import layouts
 
 
 def _z(n=4, d=3, **kw):
@@ -268,3 +269,28 @@ def test_a_queue_of_another_size_is_refused_in_one_line():
     with pytest.raises(ValueError, match="unexpected \\['labels'\\]"):
         clp.FeatureQueue(8, 4).load_state_dict(clp.FeatureQueue(8, 4, labels=True).state_dict())
     clp.FeatureQueue(8, 4).load_state_dict(clp.FeatureQueue(8, 4).state_dict())
+
+
+@pytest.mark.parametrize("layout", [{"layout": "simclr"}, {"layout": "cross_view", "symmetric": True}])
+def test_the_views_in_one_pass_or_one_by_one_give_the_same_loss_and_errors(layout, monkeypatch):
+    """Two small views are checked and normalised in one pass over their stacked rows (``layouts.unit_views``),
+    larger ones one by one: the same value and gradients, and each error names its view and its rows in it."""
+
+    def run(z1, z2, joined):
+        monkeypatch.setattr(layouts, "JOIN_VIEWS_MAX", 1 << 16 if joined else 0)
+        z1, z2 = z1.clone().requires_grad_(), z2.clone().requires_grad_()
+        value = clp.build_loss("infonce", **layout)(z1 * 1e-20, z2)  # rows of any scale
+        return [value, *torch.autograd.grad(value, [z1, z2])]
+
+    z1, z2 = _z(6, 5, dtype=torch.float64), _z(6, 5, dtype=torch.float64)
+    for got, want in zip(run(z1, z2, True), run(z1, z2, False), strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-14, atol=1e-16)
+    bad = _z(6, 5)
+    bad[3] = 0
+    for joined in (True, False):
+        monkeypatch.setattr(layouts, "JOIN_VIEWS_MAX", 1 << 16 if joined else 0)
+        loss = clp.build_loss("infonce", **layout)
+        with pytest.raises(ValueError, match="z2 has all-zero rows \\[3\\]"):
+            loss(_z(6, 5), bad)
+        with pytest.raises(ValueError, match="z1 contains NaN"):  # the first view first
+            loss(torch.full((6, 5), float("nan")), bad)
