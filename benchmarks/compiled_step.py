@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 import cl_plugins as clp  # noqa: E402
 from benchmarks.gpu_kernel_sweep import inf_cl_loss  # noqa: E402
 from benchmarks.loss_speed import TAU, inputs, open_clip_loss, plain_clip, plain_simclr, time_cases  # noqa: E402
+from cl_plugins.integrations.runs import atomic  # noqa: E402
 
 Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 #: layout -> (our layout arguments, the hand-written loss of that layout)
@@ -146,6 +147,23 @@ def table(results: list[dict], args: argparse.Namespace) -> str:
     return "\n".join([head, *(row(r) for r in results)]) + "\n"
 
 
+def add_output_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--output`` and ``--append``, which :func:`write_table` reads."""
+    parser.add_argument("--output", default="", help="write the table to this file (default: print it)")
+    parser.add_argument("--append", action="store_true", help="append to --output instead of replacing it")
+
+
+def write_table(text: str, args: argparse.Namespace) -> None:
+    """Print ``text``, or write it to ``args.output`` (after its text with ``args.append``) through a temporary
+    sibling renamed over it, so that a kill leaves the old file or the new one."""
+    if not args.output:
+        print(text)
+        return
+    path = Path(args.output)
+    before = path.read_text(encoding="utf-8") + "\n" if args.append and path.exists() else ""
+    atomic.write_text(path, before + text)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[64, 256, 1024, 4096], help="batch sizes N")
@@ -155,8 +173,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", help="cpu or cuda (cuda adds CUDA-graph columns; default: cpu)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default: 1, a quiet CPU)")
     parser.add_argument("--repeats", type=int, default=11, help="interleaved timed runs, at least (default: 11)")
-    parser.add_argument("--output", default="", help="write the table to this file (default: print it)")
-    parser.add_argument("--append", action="store_true", help="append to --output instead of replacing it")
+    add_output_arguments(parser)
     args = parser.parse_args()
     unknown = sorted(set(args.strategies) - set(clp.available_losses()))
     if unknown:
@@ -168,12 +185,7 @@ def main() -> None:
             for n in args.sizes:
                 results.append(measure(strategy, layout, n, args.dim, args.repeats, args.device))
                 print(row(results[-1]), flush=True)
-    text = table(results, args)
-    if not args.output:
-        print(text)
-        return
-    with open(args.output, "a" if args.append else "w", encoding="utf-8") as f:
-        f.write("\n" + text if args.append else text)
+    write_table(table(results, args), args)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import cl_plugins as clp  # noqa: E402
-from benchmarks.compiled_step import LAYOUTS, counts  # noqa: E402
+from benchmarks.compiled_step import LAYOUTS, add_output_arguments, counts, write_table  # noqa: E402
 from benchmarks.loss_speed import TAU, inputs, time_cases  # noqa: E402
 from cl_plugins import layouts  # noqa: E402
 
@@ -67,8 +67,7 @@ def main() -> None:
     parser.add_argument("--layouts", nargs="+", default=list(LAYOUTS), choices=list(LAYOUTS), help="pair layouts")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default: 1, a quiet CPU)")
     parser.add_argument("--repeats", type=int, default=11, help="interleaved timed runs, at least (default: 11)")
-    parser.add_argument("--output", default="", help="write the table to this file (default: print it)")
-    parser.add_argument("--append", action="store_true", help="append to --output instead of replacing it")
+    add_output_arguments(parser)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     where = f"{platform.processor() or platform.machine()}, {args.threads} thread(s)"
@@ -80,12 +79,7 @@ def main() -> None:
         for n in args.sizes:
             lines.append(measure(layout, n, args.dim, args.repeats))
             print(lines[-1], flush=True)
-    text = "\n".join(lines) + "\n"
-    if not args.output:
-        print(text)
-        return
-    with open(args.output, "a" if args.append else "w", encoding="utf-8") as f:
-        f.write("\n" + text if args.append else text)
+    write_table("\n".join(lines) + "\n", args)
 
 
 if __name__ == "__main__":
